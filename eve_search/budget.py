@@ -1,0 +1,228 @@
+"""Evaluation-cost accounting: the one place that knows what a forward or a backward pass costs.
+
+The rule (paper, Appendix "Evaluation-Cost Accounting", Equation 6; SPEC.md section 2):
+
+* a forward call that scores ``r`` points costs ``r``;
+* a backward pass costs ``tau_bwd / C_f``, its wall time over the mean forward time of the same
+  run so far (``measured``), or a ratio measured once before training and then frozen
+  (``calibrated``), so that a seed fixes the whole run and a resumed run charges exactly as an
+  uninterrupted one;
+* a run stops the first time ``cost >= budget``.
+
+EvE and every baseline report their passes here; nothing else computes cost.
+
+Example:
+    >>> meter = CostMeter(budget=10.0, mode="calibrated", backward_ratio=2.0)
+    >>> meter.charge_forward(points=4, seconds=0.004)
+    >>> meter.charge_backward(seconds=0.002)
+    >>> meter.cost, meter.exhausted
+    (6.0, False)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+__all__ = ["COST_MODES", "CostMeter", "calibrate_backward_ratio"]
+
+COST_MODES = ("measured", "calibrated")
+
+
+def _check_budget(budget: float) -> float:
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(f"Invalid budget: {budget!r} (expected a positive number)")
+    if not budget > 0:
+        raise ValueError(f"Invalid budget: {budget} (expected a positive number of evaluation units)")
+    return float(budget)
+
+
+def _check_ratio(ratio: float) -> float:
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (math.isfinite(ratio) and ratio > 0):
+        raise ValueError(f"Invalid backward_ratio: {ratio!r} (expected a finite number > 0)")
+    return float(ratio)
+
+
+class CostMeter:
+    """Charges forward and backward passes in forward-evaluation units and says when to stop.
+
+    Args:
+        budget: stop once the charged cost reaches this many units (``math.inf``: never).
+        mode: ``"measured"`` charges each backward by its own wall time over the run's mean forward
+            time (the paper); ``"calibrated"`` charges every backward ``backward_ratio`` units.
+        backward_ratio: the frozen backward/forward time ratio; required in ``calibrated`` mode
+            (see :func:`calibrate_backward_ratio`), not allowed in ``measured`` mode.
+        clock: seconds as a float; injectable for tests.
+        synchronize: called before every clock reading so that asynchronous device work is not
+            mistaken for free (``torch.cuda.synchronize`` on a GPU). ``None`` on the CPU.
+    """
+
+    def __init__(
+        self,
+        budget: float = math.inf,
+        *,
+        mode: str = "measured",
+        backward_ratio: float | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+        synchronize: Callable[[], Any] | None = None,
+    ) -> None:
+        if mode not in COST_MODES:
+            raise ValueError(f"Invalid mode: {mode!r} (expected one of {', '.join(COST_MODES)})")
+        if mode == "calibrated" and backward_ratio is None:
+            raise ValueError("Invalid backward_ratio: None (calibrated mode needs the frozen backward/forward ratio)")
+        if mode == "measured" and backward_ratio is not None:
+            raise ValueError(f"Invalid backward_ratio: {backward_ratio!r} (only calibrated mode takes a frozen ratio)")
+        self.budget = _check_budget(budget)
+        self.mode = mode
+        self.backward_ratio = None if backward_ratio is None else _check_ratio(backward_ratio)
+        self.clock = clock
+        self.synchronize = synchronize
+        self.cost = 0.0
+        self.forward_points = 0
+        self.forward_seconds = 0.0
+        self.backward_passes = 0
+        self.backward_seconds = 0.0
+
+    @property
+    def exhausted(self) -> bool:
+        """True once the charged cost has reached the budget."""
+        return self.cost >= self.budget
+
+    @property
+    def mean_forward_seconds(self) -> float:
+        """C_f of Equation 6: measured forward seconds per scored point, so far."""
+        if self.forward_points == 0:
+            raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
+        return self.forward_seconds / self.forward_points
+
+    def set_budget(self, budget: float) -> None:
+        """Raise (or set) the budget; a resumed trial continues from the cost already charged."""
+        self.budget = _check_budget(budget)
+
+    def charge_forward(self, points: int, seconds: float) -> None:
+        """Charge one call that scored ``points`` points in ``seconds``."""
+        if points < 1:
+            raise ValueError(f"Invalid points: {points} (a forward call scores at least one point)")
+        self.forward_points += points
+        self.forward_seconds += seconds
+        self.cost += points
+
+    def charge_backward(self, seconds: float) -> None:
+        """Charge one backward pass that took ``seconds``."""
+        if self.mode == "calibrated":
+            charge = self.backward_ratio
+        else:
+            charge = seconds / self.mean_forward_seconds
+        self.backward_passes += 1
+        self.backward_seconds += seconds
+        self.cost += charge
+
+    def _now(self) -> float:
+        if self.synchronize is not None:
+            self.synchronize()
+        return self.clock()
+
+    def forward(self, points: int = 1) -> _Timed:
+        """Context manager that times the enclosed forward call and charges ``points`` units."""
+        return _Timed(self, points)
+
+    def backward(self) -> _Timed:
+        """Context manager that times the enclosed backward pass and charges it."""
+        return _Timed(self, 0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "mode": self.mode,
+            "backward_ratio": self.backward_ratio,
+            "cost": self.cost,
+            "forward_points": self.forward_points,
+            "forward_seconds": self.forward_seconds,
+            "backward_passes": self.backward_passes,
+            "backward_seconds": self.backward_seconds,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["mode"] not in COST_MODES:
+            raise ValueError(f"Invalid mode in state: {state['mode']!r}")
+        self.budget = float(state["budget"])
+        self.mode = state["mode"]
+        self.backward_ratio = state["backward_ratio"]
+        self.cost = float(state["cost"])
+        self.forward_points = int(state["forward_points"])
+        self.forward_seconds = float(state["forward_seconds"])
+        self.backward_passes = int(state["backward_passes"])
+        self.backward_seconds = float(state["backward_seconds"])
+
+    def __repr__(self) -> str:
+        ratio = "" if self.backward_ratio is None else f", backward_ratio={self.backward_ratio:.4g}"
+        return f"CostMeter(cost={self.cost:.6g}, budget={self.budget:.6g}, mode={self.mode!r}{ratio})"
+
+
+class _Timed:
+    """Times one pass with the meter's clock; points > 0 is a forward call, 0 a backward."""
+
+    __slots__ = ("_meter", "_points", "_start")
+
+    def __init__(self, meter: CostMeter, points: int) -> None:
+        self._meter = meter
+        self._points = points
+
+    def __enter__(self) -> None:
+        self._start = self._meter._now()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            return  # a pass that raised was not completed, so nothing is charged
+        seconds = self._meter._now() - self._start
+        if self._points:
+            self._meter.charge_forward(self._points, seconds)
+        else:
+            self._meter.charge_backward(seconds)
+
+
+def calibrate_backward_ratio(
+    forward: Callable[[], Any],
+    loss_with_graph: Callable[[], torch.Tensor],
+    *,
+    repeats: int = 20,
+    warmup: int = 3,
+    clock: Callable[[], float] = time.perf_counter,
+    synchronize: Callable[[], Any] | None = None,
+) -> float:
+    """Measure mean backward time over mean forward time once, for the ``calibrated`` mode.
+
+    Args:
+        forward: one forward call exactly as the method performs it (EvE scores under
+            ``torch.inference_mode``; a baseline's forward records the graph).
+        loss_with_graph: a forward that returns a loss with its autograd graph, whose
+            ``backward()`` is the pass being timed.
+        repeats: timed repetitions of each (after ``warmup`` untimed ones).
+    """
+    if repeats < 1:
+        raise ValueError(f"Invalid repeats: {repeats} (expected >= 1)")
+
+    def now() -> float:
+        if synchronize is not None:
+            synchronize()
+        return clock()
+
+    for _ in range(warmup):
+        forward()
+        loss_with_graph().backward()
+    forward_seconds = backward_seconds = 0.0
+    for _ in range(repeats):
+        start = now()
+        forward()
+        forward_seconds += now() - start
+        loss = loss_with_graph()
+        start = now()
+        loss.backward()
+        backward_seconds += now() - start
+    if forward_seconds <= 0:
+        raise RuntimeError("forward passes took no measurable time; cannot calibrate the backward ratio")
+    return backward_seconds / forward_seconds

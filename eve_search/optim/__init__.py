@@ -1,0 +1,23 @@
+"""EvE and the baselines: the closure-based optimizer, the flat-vector minimizer and the registry."""
+
+from eve_search.optim._eve import EvE, kaiming_bounds
+from eve_search.optim._minimize import MinimizeResult, minimize
+from eve_search.optim._registry import (
+    MeteredOptimizer,
+    TrainingOptimizer,
+    make_optimizer,
+    optimizer_names,
+    register_optimizer,
+)
+
+__all__ = [
+    "EvE",
+    "MeteredOptimizer",
+    "MinimizeResult",
+    "TrainingOptimizer",
+    "kaiming_bounds",
+    "make_optimizer",
+    "minimize",
+    "optimizer_names",
+    "register_optimizer",
+]

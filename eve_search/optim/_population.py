@@ -1,0 +1,262 @@
+"""The EvE population and its steady-state iteration (paper, Algorithm 1), shared by both shapes.
+
+:class:`Population` holds the slots, their values, the per-slot Adam moments, the iteration
+counter and the step generator, and runs one iteration against an :class:`Evaluator`. The
+evaluator is the only part that differs between the flat-vector minimizer (a batched function of
+rows) and the ``torch.optim.Optimizer`` (a closure over a module's parameters); it also charges
+every pass to the cost meter and says when the budget is spent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from eve_search.optim._operators import (
+    de_child,
+    jittered_weight,
+    polynomial_mutation_delta,
+    sanitize,
+)
+
+__all__ = ["EvEHyperparameters", "Evaluator", "Population", "check_hyperparameters"]
+
+
+@dataclass(frozen=True)
+class EvEHyperparameters:
+    """Every number Algorithm 1 depends on (defaults: the paper's network setting)."""
+
+    lr: float = 1e-3
+    n_adam: int = 3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    F: float = 0.5
+    gamma: float = 1e-4
+    sigma: float = 0.1
+    polynomial_mutation: bool = False
+    eta: float = 20.0
+    population_size: int = 4
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_hyperparameters(h: EvEHyperparameters) -> None:
+    """Raise ValueError/TypeError naming the argument, its value and what is expected."""
+    if not isinstance(h.population_size, int) or isinstance(h.population_size, bool):
+        raise TypeError(f"Invalid population_size: {h.population_size!r} (expected an int >= 4)")
+    if h.population_size < 4:
+        raise ValueError(f"Invalid population_size: {h.population_size} (rand-to-pbest/1 needs the "
+                         "target plus three distinct donors, so at least 4)")
+    if not _is_number(h.lr) or h.lr < 0:
+        raise ValueError(f"Invalid learning rate: {h.lr!r} (expected a finite number >= 0)")
+    if not isinstance(h.n_adam, int) or isinstance(h.n_adam, bool) or h.n_adam < 0:
+        raise ValueError(f"Invalid n_adam: {h.n_adam!r} (expected an int >= 0; 0 turns the fallback off)")
+    if not _is_number(h.weight_decay) or h.weight_decay < 0:
+        raise ValueError(f"Invalid weight_decay: {h.weight_decay!r} (expected a finite number >= 0)")
+    if len(h.betas) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in h.betas):
+        raise ValueError(f"Invalid betas: {h.betas!r} (expected two numbers in [0, 1))")
+    if not _is_number(h.eps) or h.eps <= 0:
+        raise ValueError(f"Invalid eps: {h.eps!r} (expected a number > 0)")
+    if not _is_number(h.F) or not 0.0 < h.F <= 2.0:
+        raise ValueError(f"Invalid F: {h.F!r} (expected a DE weight in (0, 2])")
+    if not _is_number(h.gamma) or not 0.0 <= h.gamma < 2.0:
+        raise ValueError(f"Invalid gamma: {h.gamma!r} (expected a jitter in [0, 2))")
+    if not _is_number(h.sigma) or h.sigma <= 0:
+        raise ValueError(f"Invalid sigma: {h.sigma!r} (expected a number > 0)")
+    if not _is_number(h.eta) or h.eta < 0:
+        raise ValueError(f"Invalid eta: {h.eta!r} (expected a PM distribution index >= 0)")
+
+
+class Evaluator(Protocol):
+    """What an iteration needs from the objective. Implementations charge the cost meter."""
+
+    def exhausted(self) -> bool:
+        """True once the budget is spent: the iteration stops before its next evaluation."""
+
+    def score(self, rows: torch.Tensor) -> list[float]:
+        """Forward-only values of the points ``rows`` (shape (r, n), unit-cube coordinates)."""
+
+    def gradient(self, x: torch.Tensor) -> tuple[float | None, torch.Tensor]:
+        """Value (if known) at real-coordinate point ``x`` and the gradient there."""
+
+    def score_work(self) -> float:
+        """Forward-only value of the population's real-coordinate work point."""
+
+
+def _adam_options(hyper: EvEHyperparameters, work: torch.Tensor) -> dict[str, Any]:
+    options: dict[str, Any] = dict(lr=hyper.lr, betas=hyper.betas, eps=hyper.eps, weight_decay=hyper.weight_decay)
+    if work.device.type in ("cpu", "cuda") and work.is_floating_point():
+        options["fused"] = True  # one pass over the weights instead of about nine
+    return options
+
+
+class Population:
+    """Slots, values, per-slot Adam moments, the iteration counter and the step generator.
+
+    ``z`` is (population_size, n) in the unit cube; ``lower``/``upper`` are the real bounds (n,).
+    Values start at +inf and are filled by the first iteration, which scores every slot on the
+    first batch (line 2 of Algorithm 1); from then on, when ``refresh`` is true (a minibatch
+    objective), the challenged slot is re-scored on each new batch first (line 6).
+    """
+
+    def __init__(self, z: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor,
+                 hyper: EvEHyperparameters, step_generator: torch.Generator, *, refresh: bool,
+                 work: torch.Tensor) -> None:
+        size, n = z.shape
+        self.z = z
+        self.lower = lower
+        self.upper = upper
+        self.span = upper - lower
+        self.generator = step_generator
+        self.refresh = refresh
+        self.values = [math.inf] * size
+        self.scored = False
+        self.iteration = 0
+        # The fallback's real-coordinate point: the evaluator takes gradients there (for a module it
+        # is the flat parameter buffer itself, so a fallback step copies nothing).
+        self.work = work
+        # One Adam per slot over the shared work point: per-slot moments (m, v, t) that persist for
+        # the whole run (Section "Adam fallback"); PyTorch's own Adam is Equation 4 with L2 folded
+        # into the gradient, in its fastest stock kernel.
+        self.adams = [torch.optim.Adam([work], **_adam_options(hyper, work)) for _ in range(size)]
+        self.hyper = hyper
+        # Work buffers, allocated once: an iteration allocates nothing of size n.
+        self._candidates = torch.empty(2, n, dtype=z.dtype, device=z.device)  # child, mutant
+
+    @property
+    def hyper(self) -> EvEHyperparameters:
+        return self._hyper
+
+    @hyper.setter
+    def hyper(self, hyper: EvEHyperparameters) -> None:
+        self._hyper = hyper
+        for adam in self.adams:
+            adam.param_groups[0].update(lr=hyper.lr, weight_decay=hyper.weight_decay)
+
+    @property
+    def size(self) -> int:
+        return self.z.shape[0]
+
+    @property
+    def best_index(self) -> int:
+        return min(range(self.size), key=self.values.__getitem__)
+
+    @property
+    def best_value(self) -> float:
+        return min(self.values)
+
+    def to_real(self, z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """x = x_l + z * (x_u - x_l)."""
+        return torch.addcmul(self.lower, z, self.span, out=out)
+
+    def iterate(self, evaluator: Evaluator) -> None:
+        """One iteration of Algorithm 1 (lines 5-24). Stops early, consistently, when the budget runs out."""
+        h = self.hyper
+        if evaluator.exhausted():
+            return  # a spent budget starts no iteration
+        if not self.scored:
+            self.values = [sanitize(v) for v in evaluator.score(self.z)]
+            self.scored = True
+            fresh = True  # every slot was just scored on this batch
+        else:
+            fresh = False
+        i = self.iteration % self.size
+        self.iteration += 1
+        if self.refresh and not fresh:
+            self.values[i] = sanitize(evaluator.score(self.z[i:i + 1])[0])
+
+        others = [k for k in range(self.size) if k != i]
+        picks = torch.randperm(len(others), generator=self.generator)[:3].tolist()
+        a, b, c = (others[k] for k in picks)
+        u = torch.rand((), generator=self.generator).item()
+        F_t = jittered_weight(h.F, h.gamma, u)
+        child = de_child(self.z, a, b, c, self.best_index, h.F, F_t, out=self._candidates[0])
+
+        if h.polynomial_mutation:
+            gene = int(torch.randint(child.numel(), (), generator=self.generator))
+            r = torch.rand((), generator=self.generator).item()
+            mutant = self._candidates[1]
+            mutant.copy_(child)
+            gene_value = float(child[gene])
+            mutant[gene] = min(1.0, max(0.0, gene_value + polynomial_mutation_delta(gene_value, r, h.eta)))
+            if evaluator.exhausted():
+                return
+            child_value, mutant_value = (sanitize(v) for v in evaluator.score(self._candidates))
+            if mutant_value < child_value:  # PM's own gate: keep the mutant only if strictly better
+                child.copy_(mutant)
+                child_value = mutant_value
+        else:
+            if evaluator.exhausted():
+                return
+            child_value = sanitize(evaluator.score(self._candidates[:1])[0])
+
+        if child_value < self.values[i] or h.n_adam == 0:
+            if child_value < self.values[i]:  # strict greedy selection (Section "Selection")
+                self.z[i].copy_(child)
+                self.values[i] = child_value
+            return
+        refined_value = self._adam_fallback(i, child, evaluator)
+        if refined_value is None:
+            return  # the budget ran out inside the burst
+        if refined_value < child_value and refined_value < self.values[i]:
+            # Only now map the refined point back to the unit cube (Algorithm 1, line 22).
+            torch.sub(self.work, self.lower, out=self.z[i]).div_(self.span).clamp_(0.0, 1.0)
+            self.values[i] = refined_value
+        elif child_value < self.values[i]:
+            self.z[i].copy_(child)
+            self.values[i] = child_value
+
+    def _adam_fallback(self, i: int, child: torch.Tensor, evaluator: Evaluator) -> float | None:
+        """n_adam Adam steps from the child in real coordinates with slot i's own moments.
+
+        Returns the value of the refined point, which stays in ``self.work``; +inf when no step could
+        be taken; None when the budget ran out before the burst ended.
+        """
+        work, adam = self.work, self.adams[i]
+        self.to_real(child, out=work)
+        steps_taken = 0
+        for _ in range(self.hyper.n_adam):
+            if evaluator.exhausted():
+                return None
+            value, grad = evaluator.gradient(work)
+            # A non-finite gradient would poison this slot's moments for the rest of the run. The
+            # sum is a one-pass test: it is finite only if every element is (barring overflow).
+            if (value is not None and not math.isfinite(value)) or not math.isfinite(float(grad.sum())):
+                break
+            work.grad = grad
+            adam.step()
+            torch.clamp(work, min=self.lower, max=self.upper, out=work)
+            steps_taken += 1
+        if steps_taken == 0:
+            return math.inf
+        if evaluator.exhausted():
+            return None
+        return sanitize(evaluator.score_work())
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "z": self.z,
+            "values": torch.tensor(self.values, dtype=torch.float64),
+            "scored": self.scored,
+            "iteration": self.iteration,
+            "adams": [adam.state_dict() for adam in self.adams],
+            "step_generator": self.generator.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if tuple(state["z"].shape) != tuple(self.z.shape):
+            raise ValueError(f"population shape {tuple(state['z'].shape)} does not match this "
+                             f"optimizer's {tuple(self.z.shape)}")
+        self.z.copy_(state["z"])
+        self.values = [float(v) for v in state["values"]]
+        self.scored = bool(state["scored"])
+        self.iteration = int(state["iteration"])
+        for adam, adam_state in zip(self.adams, state["adams"], strict=True):
+            adam.load_state_dict(adam_state)
+        self.generator.set_state(state["step_generator"])
