@@ -44,9 +44,85 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _optimizer_list(text: str) -> list[str]:
+    from eve_search.optim import optimizer_names
+
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    known = optimizer_names()
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown optimizer {', '.join(map(repr, unknown or [text]))} (expected "
+                                         f"a comma-separated list of: {', '.join(known)})")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{text!r} names an optimizer twice")
+    return names
+
+
+def _rung_list(text: str) -> tuple[float, ...]:
+    from eve_search.sha import check_rungs
+
+    try:
+        return check_rungs([float(part) for part in text.split(",")])
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+COST_MODE_HELP = (
+    "how a backward pass is charged (SPEC section 2). 'calibrated' (default): the backward/forward time "
+    "ratio is measured once per architecture before training, frozen and stored with the sweep, so a "
+    "resumed sweep charges exactly like an uninterrupted one and the seed fixes every result on this "
+    "machine. 'measured': the paper's rule, each backward charged by its own wall time over the run's mean "
+    "forward time; stopping points then depend on timing noise, so two runs with the same seed can "
+    "differ and --resume cannot reproduce an uninterrupted run exactly.")
+
+
+def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+    from eve_search.spaces import space_names
+
+    parser.add_argument("--space", required=True, choices=space_names(), help="search space")
+    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
+                        "sqlite:///<workdir>/results.db; e.g. postgresql://user@host/db)")
+    parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
+                        help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
+    parser.add_argument("--resume", action="store_true", help="continue sweeps already in the store (a sweep "
+                        "that finished is reported without training)")
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the UCI Adult files "
+                        "(adult.data[.gz], adult.test[.gz]); default: the bundled copy")
+    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
+    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
+                        "backward/forward ratio instead of measuring it (reproducible across machines)")
+    parser.add_argument("--configs", type=_positive_int, default=48, metavar="N",
+                        help="configurations sampled (configuration seed 0; default 48)")
+    parser.add_argument("--rungs", type=_rung_list, default=None, metavar="B1,B2,...",
+                        help="cumulative rung budgets in evaluation units (default 100,300,900,2700,3000)")
+    parser.add_argument("--quiet", action="store_true", help="no progress display and no table")
+
+
 def _build_parser() -> _Parser:
     parser = _Parser(prog="eve-search", description="Hyperparameter search with EvE as the inner-loop trainer.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    adult = commands.add_parser(
+        "adult", help="rank configurations on UCI Adult with synchronous successive halving",
+        description="Sample configurations of a search space once, train them on UCI Adult inside "
+                    "synchronous successive halving (top third promoted at each rung, trials resumed, "
+                    "never restarted) and report the best. Several optimizers run side by side on the "
+                    "same configurations, initial weights and batches.")
+    _add_sweep_arguments(adult)
+    adult.add_argument("--optimizer", type=_optimizer_list, default=["eve"], metavar="NAMES",
+                       help="one or several comma-separated optimizers (default: eve), e.g. eve,adam")
+    adult.add_argument("--seed", type=_seed, default=0, help="training seed (default 0)")
+    adult.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
 
     bench = commands.add_parser("bench", help="measure throughput")
     bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
@@ -88,18 +164,62 @@ def _bench_throughput(args: argparse.Namespace) -> int:
     return 0
 
 
+def _storage_url(args: argparse.Namespace) -> str:
+    if args.storage:
+        return args.storage
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{(args.workdir / 'results.db').resolve()}"
+
+
+def _adult(args: argparse.Namespace) -> int:
+    from eve_search.data import load_adult
+    from eve_search.report import SweepProgress, print_summary, summary_json
+    from eve_search.sha import DEFAULT_RUNGS
+    from eve_search.sweep import SweepSettings, run_sweep
+
+    if args.cost_mode == "measured" and args.backward_ratio is not None:
+        raise UsageError("eve-search adult: argument --backward-ratio: only the calibrated cost mode takes a "
+                         "frozen ratio (got --cost-mode measured)")
+    data = load_adult(args.data_dir)
+    storage = _storage_url(args)
+    results = []
+    for optimizer in args.optimizer:
+        settings = SweepSettings(space=args.space, optimizer=optimizer, seed=args.seed, configs=args.configs,
+                                 rungs=args.rungs or DEFAULT_RUNGS, cost_mode=args.cost_mode,
+                                 backward_ratio=args.backward_ratio)
+        with SweepProgress(settings, enabled=not args.quiet) as progress:
+            results.append(run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
+                                     resume=args.resume, progress=progress.update))
+    if not args.quiet:
+        print_summary(results, storage)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(summary_json(results, args.space, args.seed, storage), indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
+    from eve_search._imports import MissingExtraError
+    from eve_search.data import AdultDataError
+    from eve_search.store import StoreError
+
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
         if args.command == "bench":
             return _bench_throughput(args)
+        if args.command == "adult":
+            return _adult(args)
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
+    except (AdultDataError, StoreError, MissingExtraError) as error:
+        print(f"eve-search {args.command}: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print("eve-search: interrupted", file=sys.stderr)
+        print("eve-search: interrupted; everything recorded so far is kept (continue with --resume)",
+              file=sys.stderr)
         return 130
     return 0
 

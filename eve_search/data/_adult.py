@@ -1,0 +1,161 @@
+"""UCI Adult ("Census Income"): the bundled official files, verified, parsed and preprocessed (SPEC 4).
+
+Preprocessing, in one place:
+
+* drop ``fnlwgt``; target = income > 50K;
+* validation = a fixed 10% of the training file (``torch.randperm`` with seed 42, first n // 10);
+* one-hot every categorical column, "?" kept as its own category; the vocabulary is learned from
+  the whole official training file (a vocabulary carries no label, and learning it from the 90%
+  part alone could drop a category seen once and change the feature count); a test value outside
+  it encodes as all zeros;
+* standardize the numeric columns with the mean and (population) standard deviation of the 90%
+  training part only, applied unchanged to validation and test.
+
+This gives 5 numeric + 102 one-hot = 107 features.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import io
+import os
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = ["ADULT_SHA256", "AdultDataError", "AdultSplits", "bundled_adult_dir", "load_adult"]
+
+COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
+           "relationship", "race", "sex", "capital-gain", "capital-loss", "hours-per-week", "native-country",
+           "income")
+NUMERIC = ("age", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+CATEGORICAL = ("workclass", "education", "marital-status", "occupation", "relationship", "race", "sex",
+               "native-country")
+SPLIT_SEED = 42
+
+# sha256 of the decompressed official files (UCI release, see data/adult/README.md).
+ADULT_SHA256: Mapping[str, str] = {
+    "adult.data": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
+    "adult.test": "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
+}
+
+
+class AdultDataError(ValueError):
+    """A missing, unreadable or corrupt Adult file."""
+
+
+@dataclass(frozen=True)
+class AdultSplits:
+    """Preprocessed Adult tensors. Shared between trials: treat them as read-only."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    feature_names: tuple[str, ...]
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+
+def bundled_adult_dir() -> Path:
+    """The directory of the copy shipped inside the package."""
+    return Path(str(resources.files("eve_search.data") / "adult"))
+
+
+def _read_verified(directory: Path, name: str) -> bytes:
+    """The decompressed bytes of ``name`` (.gz preferred), after checking their sha256."""
+    compressed, plain = directory / f"{name}.gz", directory / name
+    if compressed.exists():
+        path = compressed
+        try:
+            content = gzip.decompress(path.read_bytes())
+        except (OSError, EOFError, zlib.error) as error:
+            raise AdultDataError(f"{path}: is not a valid gzip file ({error})") from None
+    elif plain.exists():
+        path = plain
+        content = path.read_bytes()
+    else:
+        raise AdultDataError(f"data_dir {str(directory)!r}: neither {name}.gz nor {name} found (expected the "
+                             "official UCI Adult files)")
+    digest = hashlib.sha256(content).hexdigest()
+    if digest != ADULT_SHA256[name]:
+        raise AdultDataError(f"{path}: sha256 {digest[:12]}... does not match the official file (expected "
+                             f"{ADULT_SHA256[name][:12]}...); the file is corrupt or not the UCI Adult release")
+    return content
+
+
+def _parse(content: bytes, skip_first_line: bool) -> pd.DataFrame:
+    frame = pd.read_csv(io.BytesIO(content), header=None, names=list(COLUMNS), skipinitialspace=True,
+                        skiprows=1 if skip_first_line else 0, dtype=str, skip_blank_lines=True)
+    return frame.dropna(how="all")  # the files end with a blank line
+
+
+def _encode(frame: pd.DataFrame, vocabulary: dict[str, list[str]], mean: np.ndarray, std: np.ndarray) -> np.ndarray:
+    numeric = (frame[list(NUMERIC)].astype(np.float64).to_numpy() - mean) / std
+    blocks = [numeric]
+    for column in CATEGORICAL:
+        categories = vocabulary[column]
+        codes = pd.Categorical(frame[column], categories=categories).codes  # -1 for an unseen value
+        one_hot = np.zeros((len(frame), len(categories)))
+        seen = codes >= 0
+        one_hot[np.flatnonzero(seen), codes[seen]] = 1.0
+        blocks.append(one_hot)
+    return np.concatenate(blocks, axis=1).astype(np.float32)
+
+
+def _labels(frame: pd.DataFrame) -> torch.Tensor:
+    return torch.from_numpy((frame["income"].str.rstrip(".") == ">50K").to_numpy().astype(np.int64))
+
+
+@functools.lru_cache(maxsize=4)
+def _load(directory: Path) -> AdultSplits:
+    train = _parse(_read_verified(directory, "adult.data"), skip_first_line=False)
+    test = _parse(_read_verified(directory, "adult.test"), skip_first_line=True)
+    order = torch.randperm(len(train), generator=torch.Generator().manual_seed(SPLIT_SEED))
+    val_rows = np.sort(order[: len(train) // 10].numpy())
+    train_rows = np.sort(order[len(train) // 10:].numpy())
+    fit = train.iloc[train_rows]
+    mean = fit[list(NUMERIC)].astype(np.float64).to_numpy().mean(axis=0)
+    std = fit[list(NUMERIC)].astype(np.float64).to_numpy().std(axis=0)
+    vocabulary = {column: sorted(train[column].unique()) for column in CATEGORICAL}
+    train_features = _encode(train, vocabulary, mean, std)
+    x_test = _encode(test, vocabulary, mean, std)
+    labels = _labels(train)
+    names = [*NUMERIC, *(f"{column}={value}" for column in CATEGORICAL for value in vocabulary[column])]
+    return AdultSplits(
+        x_train=torch.from_numpy(train_features[train_rows]), y_train=labels[train_rows],
+        x_val=torch.from_numpy(train_features[val_rows]), y_val=labels[val_rows],
+        x_test=torch.from_numpy(x_test), y_test=_labels(test),
+        feature_names=tuple(names),
+    )
+
+
+def load_adult(data_dir: str | os.PathLike | None = None) -> AdultSplits:
+    """Load, verify and preprocess UCI Adult from ``data_dir`` (None: the bundled copy).
+
+    ``data_dir`` holds ``adult.data(.gz)`` and ``adult.test(.gz)``; their checksums are verified on
+    every first load in a process (results are cached per directory).
+
+    Example:
+        >>> from eve_search.data import load_adult
+        >>> adult = load_adult()
+        >>> adult.x_train.shape, adult.x_val.shape, adult.x_test.shape
+        (torch.Size([29305, 107]), torch.Size([3256, 107]), torch.Size([16281, 107]))
+    """
+    directory = bundled_adult_dir() if data_dir is None else Path(data_dir)
+    if not directory.is_dir():
+        raise AdultDataError(f"data_dir {str(directory)!r} is not a directory (expected one holding adult.data and "
+                             "adult.test)")
+    return _load(directory.resolve())

@@ -1,0 +1,110 @@
+"""What the CLI shows: a live progress line per sweep, the final table and the JSON document."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from eve_search.sha import rung_sizes
+from eve_search.sweep import SweepResult, SweepSettings
+
+__all__ = ["SweepProgress", "print_summary", "summary_json", "time_ratio"]
+
+
+class SweepProgress:
+    """A one-line live display: optimizer, rung, trials done, best so far, elapsed.
+
+    Written to stderr, so that stdout carries only the final table.
+    """
+
+    def __init__(self, settings: SweepSettings, *, enabled: bool = True) -> None:
+        self.settings = settings
+        self.enabled = enabled
+        self.sizes = rung_sizes(settings.configs, settings.rungs)
+        self._console = Console(stderr=True)
+        self._live: Live | None = None
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> SweepProgress:
+        if self.enabled:
+            self._live = Live(self._line("starting", 0, 0, 0, None), console=self._console, refresh_per_second=4,
+                              transient=True)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def _line(self, phase: str, rung: int, done: int, total: int, best: float | None) -> Text:
+        s = self.settings
+        elapsed = time.perf_counter() - self._started
+        if phase == "training":
+            budget = s.rungs[rung]
+            status = (f"rung {rung + 1}/{len(s.rungs)} (budget {budget:g}): {done}/{total} trials | best val acc "
+                      f"{best:.4f}")
+        else:
+            status = phase
+        return Text(f"{s.optimizer} on {s.dataset}/{s.space}, seed {s.seed} | {status} | {elapsed:.1f}s")
+
+    def update(self, phase: str, rung: int, done: int, total: int, best: float | None) -> None:
+        if self._live is not None:
+            self._live.update(self._line(phase, rung, done, total, best))
+
+
+def time_ratio(results: list[SweepResult], numerator: str = "eve", denominator: str = "adam") -> dict[str, float] | None:
+    """Wall and training time of one optimizer's sweep over another's, when both ran."""
+    by_name = {r.optimizer: r for r in results}
+    if numerator not in by_name or denominator not in by_name:
+        return None
+    a, b = by_name[numerator], by_name[denominator]
+    return {"wall_seconds": a.wall_seconds / b.wall_seconds, "training_seconds": a.training_seconds / b.training_seconds}
+
+
+def _describe(config: dict[str, Any]) -> str:
+    return f"{config['width']}x{config['depth']}, lr {config['lr']:.2e}, wd {config['weight_decay']:.1e}"
+
+
+def print_summary(results: list[SweepResult], storage: str, console: Console | None = None) -> None:
+    # A pipe or a file gets a width that fits the table instead of rich's 80-column default.
+    console = console or Console(width=None if Console().is_terminal else 160)
+    first = results[0]
+    table = Table(title=f"UCI Adult, space {first.space}, training seed {first.seed}: synchronous SHA over "
+                        f"{len(first.trials)} configurations")
+    for column in ("optimizer", "wall s", "training s", "charged units", "best val acc", "its test acc",
+                   "best configuration"):
+        table.add_column(column, justify="left" if column in ("optimizer", "best configuration") else "right")
+    for r in results:
+        table.add_row(r.optimizer, f"{r.wall_seconds:.1f}", f"{r.training_seconds:.1f}", f"{r.charged_units:,.0f}",
+                      f"{r.best['val_acc']:.4f}", f"{r.best['test_acc']:.4f}", _describe(r.best["config"]))
+    console.print(table)
+    ratio = time_ratio(results)
+    if ratio is not None:
+        console.print(f"EvE/Adam time ratio: {ratio['wall_seconds']:.2f} (whole sweep), "
+                      f"{ratio['training_seconds']:.2f} (training only)")
+    modes = {(r.cost_mode, tuple(sorted(r.backward_ratios.items()))) for r in results}
+    for r in results:
+        if r.cost_mode == "calibrated":
+            shown = ", ".join(f"{k}: {v:.3f}" for k, v in sorted(r.backward_ratios.items()))
+            console.print(f"{r.optimizer}: calibrated cost, backward/forward ratio {shown}", style="dim")
+        elif len(modes) == 1:
+            console.print(f"{r.optimizer}: measured cost (each backward charged by its own time)", style="dim")
+    console.print(f"results store: {storage}", style="dim")
+
+
+def summary_json(results: list[SweepResult], space: str, seed: int, storage: str) -> dict[str, Any]:
+    ratio = time_ratio(results)
+    return {
+        "dataset": "adult",
+        "space": space,
+        "seed": seed,
+        "storage": storage,
+        "optimizers": {r.optimizer: {key: value for key, value in r.as_dict().items()
+                                     if key not in ("optimizer", "space", "seed")} for r in results},
+        "eve_over_adam_time": ratio,
+    }
