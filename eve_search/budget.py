@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -189,12 +190,15 @@ def calibrate_backward_ratio(
     forward: Callable[[], Any],
     loss_with_graph: Callable[[], torch.Tensor],
     *,
-    repeats: int = 20,
+    repeats: int = 30,
     warmup: int = 3,
     clock: Callable[[], float] = time.perf_counter,
     synchronize: Callable[[], Any] | None = None,
 ) -> float:
-    """Measure mean backward time over mean forward time once, for the ``calibrated`` mode.
+    """Measure backward time over forward time once, for the ``calibrated`` mode.
+
+    Forward and backward passes alternate as in training; the ratio is of the median times, which
+    a few passes slowed by the rest of the machine do not move.
 
     Args:
         forward: one forward call exactly as the method performs it (EvE scores under
@@ -214,15 +218,16 @@ def calibrate_backward_ratio(
     for _ in range(warmup):
         forward()
         loss_with_graph().backward()
-    forward_seconds = backward_seconds = 0.0
+    forward_times, backward_times = [], []
     for _ in range(repeats):
         start = now()
         forward()
-        forward_seconds += now() - start
+        forward_times.append(now() - start)
         loss = loss_with_graph()
         start = now()
         loss.backward()
-        backward_seconds += now() - start
-    if forward_seconds <= 0:
+        backward_times.append(now() - start)
+    forward_median = statistics.median(forward_times)
+    if forward_median <= 0:
         raise RuntimeError("forward passes took no measurable time; cannot calibrate the backward ratio")
-    return backward_seconds / forward_seconds
+    return statistics.median(backward_times) / forward_median

@@ -86,10 +86,34 @@ COST_MODE_HELP = (
     "differ and --resume cannot reproduce an uninterrupted run exactly.")
 
 
-def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
+def _space_list(text: str) -> list[str]:
     from eve_search.spaces import space_names
 
-    parser.add_argument("--space", required=True, choices=space_names(), help="search space")
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in space_names()]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown space {', '.join(map(repr, unknown or [text]))} (expected a "
+                                         f"comma-separated list of: {', '.join(space_names())})")
+    return names
+
+
+def _seed_list(text: str) -> list[int]:
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            first, last = int(low), int(high) if dash else int(low)
+            if first < 0 or last < first:
+                raise ValueError
+            seeds.extend(range(first, last + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed list (expected e.g. 0-4 or 0,2,5)") from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} repeats a seed")
+    return seeds
+
+
+def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
                         "sqlite:///<workdir>/results.db; e.g. postgresql://user@host/db)")
     parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
@@ -118,11 +142,32 @@ def _build_parser() -> _Parser:
                     "synchronous successive halving (top third promoted at each rung, trials resumed, "
                     "never restarted) and report the best. Several optimizers run side by side on the "
                     "same configurations, initial weights and batches.")
+    from eve_search.spaces import space_names
+
+    adult.add_argument("--space", required=True, choices=space_names(), help="search space")
     _add_sweep_arguments(adult)
     adult.add_argument("--optimizer", type=_optimizer_list, default=["eve"], metavar="NAMES",
                        help="one or several comma-separated optimizers (default: eve), e.g. eve,adam")
     adult.add_argument("--seed", type=_seed, default=0, help="training seed (default 0)")
     adult.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+
+    rank = commands.add_parser("rank", help="ranking agreement between EvE and a reference trainer")
+    rank_data = rank.add_subparsers(dest="dataset", required=True, parser_class=_Parser)
+    rank_adult = rank_data.add_parser(
+        "adult", help="Kendall tau-b agreement of configuration rankings on UCI Adult",
+        description="Compare how EvE and a reference trainer rank the same configurations: Kendall's tau-b "
+                    "at every rung (paired by training seed, mean +- std over seeds, bootstrap intervals), the "
+                    "paper's four reference comparisons, and each rung against the reference's final SHA "
+                    "ordering. Sweeps already in the results store are reused; missing ones are trained, "
+                    "resumably.")
+    rank_adult.add_argument("--space", type=_space_list, default=["hp", "arch"], metavar="SPACES",
+                            help="one or both of hp,arch (default: both)")
+    rank_adult.add_argument("--seeds", type=_seed_list, default=list(range(5)), metavar="SEEDS",
+                            help="training seeds, e.g. 0-4 (default) or 0,1,2")
+    rank_adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
+                            help="the reference trainer (default: adam)")
+    rank_adult.add_argument("--json", type=Path, metavar="PATH", help="write every agreement as JSON")
+    _add_sweep_arguments(rank_adult)
 
     bench = commands.add_parser("bench", help="measure throughput")
     bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
@@ -198,6 +243,47 @@ def _adult(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rank(args: argparse.Namespace) -> int:
+    import time
+
+    from eve_search.data import load_adult
+    from eve_search.report import print_rank_tables
+    from eve_search.sha import DEFAULT_RUNGS
+    from eve_search.ranking_study import gather, study
+
+    if len(args.against) != 1 or args.against[0] == "eve":
+        raise UsageError("eve-search rank adult: argument --against: expected one reference optimizer other than "
+                         f"eve (got {','.join(args.against)})")
+    if len(args.seeds) < 2:
+        raise UsageError(f"eve-search rank adult: argument --seeds: {args.seeds} (the reference-vs-itself comparison "
+                         "pairs different training seeds, so give at least 2)")
+    if args.cost_mode == "measured" and args.backward_ratio is not None:
+        raise UsageError("eve-search rank adult: argument --backward-ratio: only the calibrated cost mode takes a "
+                         "frozen ratio (got --cost-mode measured)")
+    against = args.against[0]
+    data = load_adult(args.data_dir)
+    storage = _storage_url(args)
+    started = time.perf_counter()
+    settings = {"configs": args.configs, "rungs": args.rungs or DEFAULT_RUNGS, "cost_mode": args.cost_mode,
+                "backward_ratio": args.backward_ratio}
+    optimizers = sorted({"eve", against, "adamw"})
+    reports, trained = {}, 0
+    for space in args.space:
+        sweeps = gather(space, optimizers, args.seeds, data, storage=storage,
+                        checkpoint_dir=args.workdir / "checkpoints", settings=settings)
+        trained += sum(r.trained for by_seed in sweeps.values() for r in by_seed.values())
+        reports[space] = study(sweeps, args.seeds, against)
+    elapsed = time.perf_counter() - started
+    document = {"dataset": "adult", "seeds": args.seeds, "against": against, "storage": storage,
+                "wall_seconds": elapsed, "trained_trial_rungs": trained, "spaces": reports}
+    if not args.quiet:
+        print_rank_tables(document)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(document, indent=2))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
     from eve_search._imports import MissingExtraError
@@ -211,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bench_throughput(args)
         if args.command == "adult":
             return _adult(args)
+        if args.command == "rank":
+            return _rank(args)
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from rich.text import Text
 from eve_search.sha import rung_sizes
 from eve_search.sweep import SweepResult, SweepSettings
 
-__all__ = ["SweepProgress", "print_summary", "summary_json", "time_ratio"]
+__all__ = ["SweepProgress", "print_rank_tables", "print_summary", "summary_json", "time_ratio"]
 
 
 class SweepProgress:
@@ -108,3 +108,60 @@ def summary_json(results: list[SweepResult], space: str, seed: int, storage: str
                                      if key not in ("optimizer", "space", "seed")} for r in results},
         "eve_over_adam_time": ratio,
     }
+
+
+def print_rank_tables(document: dict[str, Any], console: Console | None = None) -> None:
+    """The paper's agreement table (rows = comparisons, columns = spaces) with the paper beside ours,
+    then agreement at every rung, the verdicts and the top-configuration ranks."""
+    from eve_search.ranking_study import PAPER_TAUS, PAPER_TOP_RANKS, comparisons
+
+    console = console or Console(width=None if Console().is_terminal else 160)
+    spaces = list(document["spaces"])
+    seeds = document["seeds"]
+    table = Table(title=f"Kendall tau-b at the first rung, mean +- std over training seeds {seeds} "
+                        f"(paper: 5 seeds)")
+    table.add_column("comparison")
+    for space in spaces:
+        table.add_column(f"{space}: ours", justify="right")
+        table.add_column(f"{space}: 95% interval", justify="right")
+        table.add_column(f"{space}: paper", justify="right")
+    for comparison in comparisons(document["against"]):
+        row = [comparison.label]
+        for space in spaces:
+            first = document["spaces"][space]["comparisons"][comparison.label]["first_rung"]
+            paper = PAPER_TAUS.get((comparison.method, comparison.reference, comparison.pairing), {}).get(space)
+            row += [f"{first['mean']:.3f} +- {first['std']:.3f}",
+                    f"[{first['interval'][0]:.3f}, {first['interval'][1]:.3f}]",
+                    f"{paper[0]:.3f} +- {paper[1]:.3f}" if paper else "-"]
+        table.add_row(*row)
+    console.print(table)
+    for space in spaces:
+        report = document["spaces"][space]
+        labels = list(report["comparisons"])
+        budgets = list(report["comparisons"][labels[0]]["per_rung"])
+        rungs = Table(title=f"{space}: tau-b at every rung over the configurations both trained (in brackets: the "
+                            f"fewest shared by a seed pair), and of each rung against the reference's final SHA "
+                            f"ordering")
+        rungs.add_column("comparison")
+        for budget in budgets:
+            rungs.add_column(f"rung {budget}", justify="right")
+        for label in labels:
+            per_rung = report["comparisons"][label]["per_rung"]
+            rungs.add_row(label, *(f"{per_rung[b]['mean']:.3f} ({min(per_rung[b]['configurations'])})"
+                                   for b in budgets))
+        for label in labels[:1] + labels[2:3]:
+            final = report["comparisons"][label]["against_reference_final_ordering"]
+            method = report["comparisons"][label]["method"]
+            rungs.add_row(f"{method} rung vs {document['against']} final ordering",
+                          *(f"{final[b]['mean']:.3f} ({min(final[b]['configurations'])})" for b in budgets))
+        console.print(rungs)
+        ranks = report["eve_top_config_rank_under_reference"]
+        paper_ranks = PAPER_TOP_RANKS.get(space) if document["against"] == "adam" else None
+        console.print(f"{space}: rank under {document['against']} of EvE's rung-1 top configuration, per seed: "
+                      f"{ranks} (mean {sum(ranks) / len(ranks):.1f})"
+                      + (f"; paper: {paper_ranks} (mean {sum(paper_ranks) / len(paper_ranks):.1f})"
+                         if paper_ranks else ""))
+        console.print(f"{space}: {report['verdict']}")
+    console.print(f"wall time {document['wall_seconds']:.1f} s; trial-rungs trained by this run: "
+                  f"{document['trained_trial_rungs']}, every other result read from {document['storage']}",
+                  style="dim")

@@ -153,6 +153,12 @@ class SynchronousSuccessiveHalving:
                 resumed = accuracy is not None
                 if accuracy is None:
                     trial = self.trial(index)
+                    # A trial always passes through every earlier rung budget in order (each one is a
+                    # stopping point of its trajectory), so a stale or missing checkpoint is replayed
+                    # into exactly the state an uninterrupted sweep had.
+                    for earlier in self.rungs[:rung]:
+                        if trial.budget < earlier:
+                            trial.train_to(earlier)
                     trial.train_to(budget)
                     evaluation = trial.evaluate()
                     self.store.record(index, budget, evaluation, trial)

@@ -80,6 +80,7 @@ class SweepResult:
     best: dict[str, Any]
     rungs: list[dict[str, Any]]
     trials: list[dict[str, Any]] = field(repr=False)
+    trained: int = 0  # trial-rungs trained by this call (0 when every result came from the store)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,7 +141,7 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
                      backward_ratio=ratios.get(architecture_key(config)))
 
     sizes = rung_sizes(settings.configs, settings.rungs)
-    state = {"done": 0, "rung": 0, "best": None}
+    state = {"done": 0, "rung": 0, "best": None, "trained": 0}
 
     def on_result(rung: int, index: int, accuracy: float, resumed: bool) -> None:
         if rung != state["rung"]:
@@ -148,6 +149,7 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         state["done"] += 1
         state["best"] = accuracy if state["best"] is None else max(state["best"], accuracy)
         if not resumed:
+            state["trained"] += 1
             store.set("wall_seconds", elapsed())
         if progress is not None:
             progress("training", rung, state["done"], sizes[rung], state["best"])
@@ -181,5 +183,6 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         trials=[{"index": index, "config": configs[index],
                  "val_acc": {f"{budget:g}": acc for budget, acc in sorted(results[index].items())}}
                 for index in range(len(configs))],
+        trained=state["trained"],
     )
 

@@ -128,7 +128,7 @@ class Trial:
         accuracy = (logits.argmax(dim=1) == y).double().mean().item()
         return Evaluation(accuracy=accuracy, loss=loss)
 
-    def calibrate(self, repeats: int = 20) -> float:
+    def calibrate(self, repeats: int = 30) -> float:
         """Backward/forward time ratio on this trial's model and batch size, forwards done as this
         optimizer does them (EvE scores without a graph; a baseline's forward records one)."""
         position = self.stream.state_dict()

@@ -199,7 +199,7 @@ class EvE(torch.optim.Optimizer):
         z = initial_population(init, population_size, self._flat.numel(), self._init_generator,
                                sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype, device=self._flat.device)
         self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat)
-        self._load_best()
+        # The module keeps its exact weights until the first step writes the best member into it.
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return list(flat.split([p.numel() for p in self._params]))

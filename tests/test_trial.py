@@ -1,0 +1,86 @@
+import copy
+
+import pytest
+import torch
+
+from eve_search.trial import Trial, trial_seeds
+
+CONFIG = {"lr": 3e-3, "weight_decay": 1e-4, "width": 32, "depth": 2}
+
+
+def make(splits, optimizer="eve", **kwargs):
+    options = {"seed": 0, "index": 3, "cost_mode": "calibrated", "backward_ratio": 2.0} | kwargs
+    return Trial(CONFIG, splits, optimizer, **options)
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam", "lookahead"])
+def test_train_to_reaches_the_budget_and_continues_without_restarting(tiny_splits, optimizer):
+    trial = make(tiny_splits, optimizer)
+    trial.train_to(60)
+    first = trial.charged_units
+    assert 60 <= first < 60 + 15
+    before = trial.evaluate()
+    trial.train_to(400)
+    assert trial.charged_units >= 400
+    after = trial.evaluate()
+    assert after.accuracy >= before.accuracy - 0.02 and after.accuracy > 0.8
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam", "sgd_momentum"])
+def test_save_load_continue_equals_never_stopping_bit_for_bit(tiny_splits, optimizer):
+    uninterrupted = make(tiny_splits, optimizer)
+    uninterrupted.train_to(80)
+    saved = copy.deepcopy(uninterrupted.state_dict())
+    uninterrupted.train_to(250)
+
+    resumed = make(tiny_splits, optimizer)
+    resumed.load_state_dict(saved)
+    resumed.train_to(250)
+    for a, b in zip(uninterrupted.model.parameters(), resumed.model.parameters()):
+        assert torch.equal(a, b)
+    assert uninterrupted.charged_units == resumed.charged_units
+    assert uninterrupted.evaluate() == resumed.evaluate()
+
+
+def test_every_optimizer_starts_from_the_same_weights_and_batches_at_a_seed(tiny_splits):
+    eve, adam = make(tiny_splits, "eve"), make(tiny_splits, "adam")
+    for a, b in zip(eve.model.parameters(), adam.model.parameters()):
+        assert torch.equal(a, b)
+    assert torch.equal(eve.stream.next()[0], adam.stream.next()[0])
+    other_seed = make(tiny_splits, "adam", seed=1)
+    assert not torch.equal(next(other_seed.model.parameters()), next(adam.model.parameters()))
+    assert trial_seeds(0, 3) != trial_seeds(0, 4) != trial_seeds(1, 3)
+
+
+def test_eve_is_evaluated_at_its_best_member(tiny_splits):
+    trial = make(tiny_splits, "eve")
+    trial.train_to(150)
+    population = trial.optimizer.population
+    best = population.z[population.best_index]
+    expected = torch.addcmul(population.lower, best, population.upper - population.lower)
+    weights = torch.cat([p.detach().flatten() for p in trial.model.parameters()])
+    assert torch.equal(weights, expected)
+
+
+def test_a_budget_below_the_current_one_is_refused(tiny_splits):
+    trial = make(tiny_splits)
+    trial.train_to(50)
+    with pytest.raises(ValueError, match="Invalid budget: 20 .*must be >= its current budget 50.0"):
+        trial.train_to(20)
+
+
+def test_calibration_measures_without_changing_the_trial(tiny_splits):
+    trial = make(tiny_splits, "adam", cost_mode="measured", backward_ratio=None)
+    weights = [p.clone() for p in trial.model.parameters()]
+    position = trial.stream.state_dict()
+    ratio = trial.calibrate(repeats=5)
+    assert 0.1 < ratio < 50
+    assert all(torch.equal(a, b) for a, b in zip(weights, trial.model.parameters()))
+    assert trial.stream.state_dict()["position"] == position["position"]
+    assert all(p.grad is None for p in trial.model.parameters())
+
+
+def test_a_checkpoint_of_another_trial_is_refused(tiny_splits):
+    state = make(tiny_splits, "eve").state_dict()
+    with pytest.raises(ValueError, match="checkpoint belongs to another trial: optimizer_name differ"):
+        make(tiny_splits, "adam").load_state_dict(state)
