@@ -4,7 +4,7 @@ The heavy integrations (Ray Tune, Optuna) import lazily; ``import eve_search`` n
 dependencies.
 """
 
-from eve_search.budget import CostMeter, calibrate_backward_ratio
+from eve_search.budget import CostMeter
 from eve_search.optim import (
     EvE,
     MeteredOptimizer,
@@ -23,7 +23,6 @@ __all__ = [
     "MeteredOptimizer",
     "MinimizeResult",
     "__version__",
-    "calibrate_backward_ratio",
     "make_optimizer",
     "minimize",
     "optimizer_names",

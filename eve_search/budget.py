@@ -5,8 +5,9 @@ The rule (paper, Appendix "Evaluation-Cost Accounting", Equation 6; SPEC.md sect
 * a forward call that scores ``r`` points costs ``r``;
 * a backward pass costs ``tau_bwd / C_f``, its wall time over the mean forward time of the same
   run so far (``measured``), or a ratio measured once before training and then frozen
-  (``calibrated``), so that a seed fixes the whole run and a resumed run charges exactly as an
-  uninterrupted one;
+  (``calibrated``: the average ratio the measured rule charges over a short run of the same
+  training loop, see :meth:`CostMeter.measured_ratio`), so that a seed fixes the whole run and a
+  resumed run charges exactly as an uninterrupted one;
 * a run stops the first time ``cost >= budget``.
 
 EvE and every baseline report their passes here; nothing else computes cost.
@@ -22,14 +23,11 @@ Example:
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
-__all__ = ["COST_MODES", "CostMeter", "calibrate_backward_ratio"]
+__all__ = ["COST_MODES", "CostMeter"]
 
 COST_MODES = ("measured", "calibrated")
 
@@ -56,7 +54,7 @@ class CostMeter:
         mode: ``"measured"`` charges each backward by its own wall time over the run's mean forward
             time (the paper); ``"calibrated"`` charges every backward ``backward_ratio`` units.
         backward_ratio: the frozen backward/forward time ratio; required in ``calibrated`` mode
-            (see :func:`calibrate_backward_ratio`), not allowed in ``measured`` mode.
+            (see :meth:`measured_ratio`), not allowed in ``measured`` mode.
         clock: seconds as a float; injectable for tests.
         synchronize: called before every clock reading so that asynchronous device work is not
             mistaken for free (``torch.cuda.synchronize`` on a GPU). ``None`` on the CPU.
@@ -99,6 +97,14 @@ class CostMeter:
         if self.forward_points == 0:
             raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
         return self.forward_seconds / self.forward_points
+
+    def measured_ratio(self) -> float:
+        """Mean backward time over mean forward time so far: the ratio the ``measured`` rule charges
+        on average. Freezing it after a short run of the real training loop is how ``calibrated``
+        mode is calibrated."""
+        if self.backward_passes == 0:
+            raise RuntimeError("no backward pass has been timed yet, so there is no ratio to measure")
+        return (self.backward_seconds / self.backward_passes) / self.mean_forward_seconds
 
     def set_budget(self, budget: float) -> None:
         """Raise (or set) the budget; a resumed trial continues from the cost already charged."""
@@ -184,50 +190,3 @@ class _Timed:
             self._meter.charge_forward(self._points, seconds)
         else:
             self._meter.charge_backward(seconds)
-
-
-def calibrate_backward_ratio(
-    forward: Callable[[], Any],
-    loss_with_graph: Callable[[], torch.Tensor],
-    *,
-    repeats: int = 30,
-    warmup: int = 3,
-    clock: Callable[[], float] = time.perf_counter,
-    synchronize: Callable[[], Any] | None = None,
-) -> float:
-    """Measure backward time over forward time once, for the ``calibrated`` mode.
-
-    Forward and backward passes alternate as in training; the ratio is of the median times, which
-    a few passes slowed by the rest of the machine do not move.
-
-    Args:
-        forward: one forward call exactly as the method performs it (EvE scores under
-            ``torch.inference_mode``; a baseline's forward records the graph).
-        loss_with_graph: a forward that returns a loss with its autograd graph, whose
-            ``backward()`` is the pass being timed.
-        repeats: timed repetitions of each (after ``warmup`` untimed ones).
-    """
-    if repeats < 1:
-        raise ValueError(f"Invalid repeats: {repeats} (expected >= 1)")
-
-    def now() -> float:
-        if synchronize is not None:
-            synchronize()
-        return clock()
-
-    for _ in range(warmup):
-        forward()
-        loss_with_graph().backward()
-    forward_times, backward_times = [], []
-    for _ in range(repeats):
-        start = now()
-        forward()
-        forward_times.append(now() - start)
-        loss = loss_with_graph()
-        start = now()
-        loss.backward()
-        backward_times.append(now() - start)
-    forward_median = statistics.median(forward_times)
-    if forward_median <= 0:
-        raise RuntimeError("forward passes took no measurable time; cannot calibrate the backward ratio")
-    return statistics.median(backward_times) / forward_median

@@ -99,8 +99,8 @@ def _calibrated_ratios(settings: SweepSettings, configs: list[Config], data: Spl
         if settings.backward_ratio is not None:
             ratios[key] = settings.backward_ratio
         else:
-            probe = Trial(config, data, settings.optimizer, seed=settings.seed, index=index, cost_mode="measured")
-            ratios[key] = probe.calibrate()
+            ratios[key] = Trial(config, data, settings.optimizer, seed=settings.seed, index=index,
+                                cost_mode="measured").calibrate()
         store.set("backward_ratios", ratios)  # stored at once: a resumed sweep charges identically
     return ratios
 

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 
 from eve_search.batches import BatchStream
-from eve_search.budget import CostMeter, calibrate_backward_ratio
+from eve_search.budget import CostMeter
 from eve_search.models import mlp
-from eve_search.optim import EvE, make_optimizer
+from eve_search.optim import make_optimizer
 from eve_search.spaces import Config, hidden_layers
 
 __all__ = ["Evaluation", "Splits", "Trial", "trial_seeds"]
@@ -128,25 +128,19 @@ class Trial:
         accuracy = (logits.argmax(dim=1) == y).double().mean().item()
         return Evaluation(accuracy=accuracy, loss=loss)
 
-    def calibrate(self, repeats: int = 30) -> float:
-        """Backward/forward time ratio on this trial's model and batch size, forwards done as this
-        optimizer does them (EvE scores without a graph; a baseline's forward records one)."""
-        position = self.stream.state_dict()
-        x, y = self.stream.next()
-        self.stream.load_state_dict(position)  # calibration must not move the trial's batch stream
-        scores_without_graph = isinstance(self.optimizer, EvE)
+    def calibrate(self, units: float = 200.0) -> float:
+        """The backward/forward ratio this trial's training loop is charged on average under the
+        measured rule, from a throwaway copy trained for ``units`` (this trial is not touched).
 
-        def forward() -> None:
-            if scores_without_graph:
-                with torch.inference_mode():
-                    self._loss(x, y)
-            else:
-                self._loss(x, y)
-
-        ratio = calibrate_backward_ratio(forward, lambda: self._loss(x, y), repeats=repeats)
-        for p in self.model.parameters():
-            p.grad = None
-        return ratio
+        Measuring the real loop, not an isolated pass, times forwards exactly as this optimizer
+        performs them (EvE mostly scores without a graph; a baseline records one) and in the same
+        company (cache and threads after an optimizer update), so the frozen ratio is the one the
+        paper's rule would have charged.
+        """
+        probe = Trial(self.config, self.data, self.optimizer_name, seed=self.seed, index=self.index,
+                      cost_mode="measured", batch_size=self.stream.batch_size)
+        probe.train_to(units)
+        return probe.meter.measured_ratio()
 
     def state_dict(self) -> dict[str, Any]:
         return {

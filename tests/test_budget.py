@@ -1,11 +1,10 @@
 import math
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eve_search.budget import CostMeter, calibrate_backward_ratio
+from eve_search.budget import CostMeter
 
 
 class FakeClock:
@@ -137,10 +136,11 @@ def test_backward_before_any_forward_is_an_error_in_measured_mode():
         CostMeter().charge_backward(0.01)
 
 
-def test_calibration_returns_the_median_backward_over_the_median_forward_time():
-    weight = torch.ones(3, requires_grad=True)
-    # warm-up uses no clock; then per repeat: fwd start, fwd end, bwd start, bwd end.
-    clock = FakeClock([0.0, 0.002, 0.0, 0.005] * 3 + [0.0, 0.009, 0.0, 0.001])  # one outlier pair
-    ratio = calibrate_backward_ratio(lambda: weight.sum(), lambda: (weight * 2).sum(), repeats=4, warmup=1,
-                                     clock=clock)
-    assert ratio == pytest.approx(2.5)
+def test_measured_ratio_is_mean_backward_over_mean_forward_time():
+    meter = CostMeter()
+    meter.charge_forward(points=3, seconds=0.003)  # 1 ms per point
+    meter.charge_backward(seconds=0.002)
+    meter.charge_backward(seconds=0.004)
+    assert meter.measured_ratio() == pytest.approx(3.0)
+    with pytest.raises(RuntimeError, match="no backward pass"):
+        CostMeter().measured_ratio()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
+from torch.optim.adam import adam
 
 from eve_search.optim._operators import (
     de_child,
@@ -89,13 +90,6 @@ class Evaluator(Protocol):
         """Forward-only value of the population's real-coordinate work point."""
 
 
-def _adam_options(hyper: EvEHyperparameters, work: torch.Tensor) -> dict[str, Any]:
-    options: dict[str, Any] = dict(lr=hyper.lr, betas=hyper.betas, eps=hyper.eps, weight_decay=hyper.weight_decay)
-    if work.device.type in ("cpu", "cuda") and work.is_floating_point():
-        options["fused"] = True  # one pass over the weights instead of about nine
-    return options
-
-
 class Population:
     """Slots, values, per-slot Adam moments, the iteration counter and the step generator.
 
@@ -121,23 +115,15 @@ class Population:
         # The fallback's real-coordinate point: the evaluator takes gradients there (for a module it
         # is the flat parameter buffer itself, so a fallback step copies nothing).
         self.work = work
-        # One Adam per slot over the shared work point: per-slot moments (m, v, t) that persist for
-        # the whole run (Section "Adam fallback"); PyTorch's own Adam is Equation 4 with L2 folded
-        # into the gradient, in its fastest stock kernel.
-        self.adams = [torch.optim.Adam([work], **_adam_options(hyper, work)) for _ in range(size)]
+        # Per-slot Adam moments (m, v, t) that persist for the whole run (Section "Adam fallback").
+        self.exp_avg = torch.zeros_like(z)
+        self.exp_avg_sq = torch.zeros_like(z)
+        self.adam_steps = [torch.zeros((), dtype=torch.float32, device=z.device) for _ in range(size)]
+        # PyTorch's fused kernel does Equation 4 (L2 folded into the gradient) in one pass.
+        self._fused = z.device.type in ("cpu", "cuda")
         self.hyper = hyper
-        # Work buffers, allocated once: an iteration allocates nothing of size n.
+        # Work buffer, allocated once: an iteration allocates nothing of size n.
         self._candidates = torch.empty(2, n, dtype=z.dtype, device=z.device)  # child, mutant
-
-    @property
-    def hyper(self) -> EvEHyperparameters:
-        return self._hyper
-
-    @hyper.setter
-    def hyper(self, hyper: EvEHyperparameters) -> None:
-        self._hyper = hyper
-        for adam in self.adams:
-            adam.param_groups[0].update(lr=hyper.lr, weight_decay=hyper.weight_decay)
 
     @property
     def size(self) -> int:
@@ -218,26 +204,42 @@ class Population:
         Returns the value of the refined point, which stays in ``self.work``; +inf when no step could
         be taken; None when the budget ran out before the burst ended.
         """
-        work, adam = self.work, self.adams[i]
+        h, work = self.hyper, self.work
         self.to_real(child, out=work)
         steps_taken = 0
-        for _ in range(self.hyper.n_adam):
+        for _ in range(h.n_adam):
             if evaluator.exhausted():
                 return None
             value, grad = evaluator.gradient(work)
-            # A non-finite gradient would poison this slot's moments for the rest of the run. The
-            # sum is a one-pass test: it is finite only if every element is (barring overflow).
-            if (value is not None and not math.isfinite(value)) or not math.isfinite(float(grad.sum())):
+            if value is not None and not math.isfinite(value):
+                self._heal_moments(i)
                 break
-            work.grad = grad
-            adam.step()
+            adam(params=[work], grads=[grad], exp_avgs=[self.exp_avg[i]], exp_avg_sqs=[self.exp_avg_sq[i]],
+                 max_exp_avg_sqs=[], state_steps=[self.adam_steps[i]], fused=self._fused, foreach=False,
+                 amsgrad=False, beta1=h.betas[0], beta2=h.betas[1], lr=h.lr, weight_decay=h.weight_decay,
+                 eps=h.eps, maximize=False)
             torch.clamp(work, min=self.lower, max=self.upper, out=work)
             steps_taken += 1
         if steps_taken == 0:
             return math.inf
         if evaluator.exhausted():
             return None
-        return sanitize(evaluator.score_work())
+        value = sanitize(evaluator.score_work())
+        if value == math.inf:
+            self._heal_moments(i)
+        return value
+
+    def _heal_moments(self, i: int) -> None:
+        """Restart slot i's Adam moments if a non-finite gradient reached them.
+
+        A non-finite gradient makes the stepped point NaN, so the next value the burst computes is
+        not finite: checking only then keeps the test off the hot path, and a poisoned slot never
+        stays blocked from the fallback.
+        """
+        if not bool(torch.isfinite(self.exp_avg[i]).all() and torch.isfinite(self.exp_avg_sq[i]).all()):
+            self.exp_avg[i].zero_()
+            self.exp_avg_sq[i].zero_()
+            self.adam_steps[i].zero_()
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -245,7 +247,9 @@ class Population:
             "values": torch.tensor(self.values, dtype=torch.float64),
             "scored": self.scored,
             "iteration": self.iteration,
-            "adams": [adam.state_dict() for adam in self.adams],
+            "exp_avg": self.exp_avg,
+            "exp_avg_sq": self.exp_avg_sq,
+            "adam_steps": torch.stack(self.adam_steps),
             "step_generator": self.generator.get_state(),
         }
 
@@ -257,6 +261,8 @@ class Population:
         self.values = [float(v) for v in state["values"]]
         self.scored = bool(state["scored"])
         self.iteration = int(state["iteration"])
-        for adam, adam_state in zip(self.adams, state["adams"], strict=True):
-            adam.load_state_dict(adam_state)
+        self.exp_avg.copy_(state["exp_avg"])
+        self.exp_avg_sq.copy_(state["exp_avg_sq"])
+        for step, saved in zip(self.adam_steps, state["adam_steps"], strict=True):
+            step.copy_(saved)
         self.generator.set_state(state["step_generator"])
