@@ -76,12 +76,13 @@ def print_summary(results: list[SweepResult], storage: str, console: Console | N
     first = results[0]
     table = Table(title=f"UCI Adult, space {first.space}, training seed {first.seed}: synchronous SHA over "
                         f"{len(first.trials)} configurations")
-    for column in ("optimizer", "wall s", "training s", "charged units", "best val acc", "its test acc",
-                   "best configuration"):
+    for column in ("optimizer", "wall s", "training s", "charged units", "best val acc found", "its test acc",
+                   "its configuration (rung)"):
         table.add_column(column, justify="left" if column in ("optimizer", "best configuration") else "right")
     for r in results:
         table.add_row(r.optimizer, f"{r.wall_seconds:.1f}", f"{r.training_seconds:.1f}", f"{r.charged_units:,.0f}",
-                      f"{r.best['val_acc']:.4f}", f"{r.best['test_acc']:.4f}", _describe(r.best["config"]))
+                      f"{r.best['val_acc']:.4f}", f"{r.best['test_acc']:.4f}",
+                      f"{_describe(r.best['config'])} ({r.best['budget']:g})")
     console.print(table)
     ratio = time_ratio(results)
     if ratio is not None:

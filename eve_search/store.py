@@ -13,6 +13,7 @@ each rung boundary; a checkpoint is always written before the result that depend
 from __future__ import annotations
 
 import io
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -110,6 +111,7 @@ class SweepStore:
             self._results[index] = {float(step): value for step, value in frozen.intermediate_values.items()}
             if frozen.state.is_finished():
                 self._finished.add(index)
+        self._best_val_acc = max((a for values in self._results.values() for a in values.values()), default=-math.inf)
         missing = [index for index in range(len(configs)) if index not in self._numbers]
         if missing:
             self._create_trials(missing)
@@ -159,15 +161,24 @@ class SweepStore:
 
     def record(self, index: int, budget: float, evaluation: Evaluation, trial: Trial) -> None:
         save_atomically(trial.state_dict(), self._checkpoint_path(index))
-        optuna_trial = self._trial(index)
-        optuna_trial.set_user_attr(_rung_key(budget), {
+        details = {
             "budget": budget,
             "val_acc": evaluation.accuracy,
             "val_loss": evaluation.loss,
             "charged_units": trial.charged_units,
             "wall_seconds": trial.wall_seconds,
             "backward_passes": trial.meter.backward_passes,
-        })
+        }
+        if evaluation.accuracy > self._best_val_acc:
+            # The best validation accuracy found so far: its test accuracy is taken now, while these
+            # weights exist (an eliminated trial's checkpoint is deleted). Only strict improvements
+            # are scored, so the test set is touched a handful of times per sweep.
+            details["test_acc"] = trial.evaluate("test").accuracy
+            self._best_val_acc = evaluation.accuracy
+        optuna_trial = self._trial(index)
+        optuna_trial.set_user_attr(_rung_key(budget), details)
+        # The report is the commit point: a result counts as recorded only once everything it
+        # depends on (checkpoint, details) is stored.
         optuna_trial.report(evaluation.accuracy, step=int(budget))
         self._results[index][float(budget)] = evaluation.accuracy
 
@@ -196,6 +207,16 @@ class SweepStore:
         """Per-rung facts of one trial (accuracy, loss, charged units, wall seconds)."""
         attrs = self.study.trials[self._numbers[index]].user_attrs
         return {float(v["budget"]): v for k, v in attrs.items() if k.startswith("rung_")}
+
+    def best_found(self) -> dict[str, Any]:
+        """The highest validation accuracy recorded at any rung, with its trial, budget and test accuracy
+        (ties: the one recorded first, which is the one whose test accuracy was taken)."""
+        candidates = []
+        for index in self._results:
+            for budget, details in self.rung_details(index).items():
+                candidates.append((details["val_acc"], "test_acc" in details, -budget, -index, index, details))
+        val_acc, _, _, _, index, details = max(candidates)
+        return {"index": index, "budget": details["budget"], "val_acc": val_acc, "test_acc": details.get("test_acc")}
 
     def results(self) -> dict[int, dict[float, float]]:
         """Validation accuracy per trial per rung budget."""

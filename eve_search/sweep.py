@@ -67,7 +67,12 @@ class SweepSettings:
 
 @dataclass
 class SweepResult:
-    """A finished sweep, as printed and written by ``--json``."""
+    """A finished sweep, as printed and written by ``--json``.
+
+    ``best`` is the best validation accuracy found at any rung (the paper's "best validation
+    accuracy found"), with its configuration, rung budget and test accuracy; ``winner`` is the
+    configuration SHA kept to the last rung, with its final validation and test accuracy.
+    """
 
     optimizer: str
     space: str
@@ -78,6 +83,7 @@ class SweepResult:
     cost_mode: str
     backward_ratios: dict[str, float]
     best: dict[str, Any]
+    winner: dict[str, Any]
     rungs: list[dict[str, Any]]
     trials: list[dict[str, Any]] = field(repr=False)
     trained: int = 0  # trial-rungs trained by this call (0 when every result came from the store)
@@ -158,12 +164,13 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
     reports = engine.run()
     final = reports[-1]
     winner = max(final.trials, key=lambda index: (final.scores[index], -index))
-    test_accuracy = store.get("test_accuracy")
-    if test_accuracy is None:
-        test_accuracy = engine.trial(winner).evaluate("test").accuracy
-        store.set("test_accuracy", test_accuracy)
+    winner_test = store.get("winner_test_accuracy")
+    if winner_test is None:
+        winner_test = engine.trial(winner).evaluate("test").accuracy
+        store.set("winner_test_accuracy", winner_test)
         store.set("wall_seconds", elapsed())
     wall_seconds = float(store.get("wall_seconds"))
+    best = store.best_found()
 
     results = store.results()
     details = {index: store.rung_details(index) for index in range(len(configs))}
@@ -177,8 +184,8 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         charged_units=sum(d["charged_units"] for d in last_rung.values()),
         cost_mode=settings.cost_mode,
         backward_ratios=ratios,
-        best={"index": winner, "config": configs[winner], "val_acc": final.scores[winner],
-              "test_acc": test_accuracy},
+        best={**best, "config": configs[best["index"]]},
+        winner={"index": winner, "config": configs[winner], "val_acc": final.scores[winner], "test_acc": winner_test},
         rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
         trials=[{"index": index, "config": configs[index],
                  "val_acc": {f"{budget:g}": acc for budget, acc in sorted(results[index].items())}}

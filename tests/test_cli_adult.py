@@ -34,7 +34,7 @@ def test_two_optimizers_side_by_side_write_the_documented_json(tmp_path):
     result = run("adult", "--space", "arch", "--optimizer", "eve,adam", "--workdir", str(tmp_path), "--json",
                  str(out), "--backward-ratio", "2.0", *SMALL)
     assert result.returncode == 0, result.stderr
-    assert "EvE/Adam time ratio" in result.stdout and "best val acc" in result.stdout
+    assert "EvE/Adam time ratio" in result.stdout and "best val acc found" in result.stdout
     document = json.loads(out.read_text())
     assert set(document["optimizers"]) == {"eve", "adam"}
     assert document["eve_over_adam_time"]["wall_seconds"] > 0
@@ -42,8 +42,14 @@ def test_two_optimizers_side_by_side_write_the_documented_json(tmp_path):
         assert {"wall_seconds", "charged_units", "best", "rungs", "trials"} <= set(sweep)
         assert [r["trials"] for r in sweep["rungs"]] == [9, 3]
         assert [r["promoted"] for r in sweep["rungs"]] == [3, 0]
-        assert set(sweep["best"]) >= {"config", "val_acc", "test_acc"}
+        assert set(sweep["best"]) >= {"config", "val_acc", "test_acc", "budget"}
         assert 0.7 < sweep["best"]["val_acc"] <= 1 and 0.7 < sweep["best"]["test_acc"] <= 1
+        # The best found is the highest validation accuracy recorded at any rung; the winner is the
+        # configuration SHA kept to the end.
+        seen = max(acc for t in sweep["trials"] for acc in t["val_acc"].values())
+        assert sweep["best"]["val_acc"] == seen
+        assert sweep["winner"]["index"] in [t["index"] for t in sweep["trials"] if "300" in t["val_acc"]]
+        assert 0.7 < sweep["winner"]["test_acc"] <= 1
         assert len(sweep["trials"]) == 9
         assert sum(len(t["val_acc"]) for t in sweep["trials"]) == 12
         assert sweep["charged_units"] >= 9 * 100 + 3 * 200

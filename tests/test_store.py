@@ -38,6 +38,7 @@ def exercise(url, tmp_path, splits):
     assert study.trials[1].intermediate_values == {40: 0.75}
     details = study.trials[1].user_attrs["rung_40"]
     assert details["charged_units"] == t.charged_units and details["val_loss"] == 0.5
+    assert 0 < details["test_acc"] <= 1  # a new best found: its test accuracy is taken while the weights exist
 
     # Reopening (another process, --resume) sees everything recorded.
     reopened = open_store(url, tmp_path, resume=True)
