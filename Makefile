@@ -8,11 +8,10 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test install install-test
+.PHONY: demo test install install-test postgres
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 
 install: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
@@ -22,8 +21,13 @@ install-test: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e ".[optuna,ray,postgres,test]"
 
+# The PostgreSQL tests start their own throwaway server from the Debian package's binaries.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null)
+
 demo: install
 	$(BIN)/eve-search adult --space arch
 
-test: install-test
+test: install-test postgres
 	$(BIN)/python -m pytest -q

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -146,7 +147,9 @@ def agreement(method: Mapping[int, Scores], reference: Mapping[int, Scores], pai
             continue
         draws = rng.integers(0, len(x), (resamples, len(x)))
         per_pair.append(_tau_b_rows(x[draws], y[draws]))
-    means = [float(m) for m in np.nanmean(np.stack(per_pair), axis=0)] if per_pair else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a resample in which no pair has a tau
+        means = [float(m) for m in np.nanmean(np.stack(per_pair), axis=0)] if per_pair else []
     means = [m for m in means if not math.isnan(m)]
     alpha = (1 - level) / 2
     interval = (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))) if means else (math.nan,) * 2

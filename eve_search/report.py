@@ -111,6 +111,13 @@ def summary_json(results: list[SweepResult], space: str, seed: int, storage: str
     }
 
 
+def _rung_cell(agreement: dict[str, Any]) -> str:
+    shared = min(agreement["configurations"])
+    # SHA trains few configurations at late rungs, and two methods keep different ones: a tau over
+    # fewer than five shared configurations says nothing.
+    return f"{agreement['mean']:.3f} ({shared})" if shared >= 5 else f"- ({shared})"
+
+
 def print_rank_tables(document: dict[str, Any], console: Console | None = None) -> None:
     """The paper's agreement table (rows = comparisons, columns = spaces) with the paper beside ours,
     then agreement at every rung, the verdicts and the top-configuration ranks."""
@@ -141,20 +148,19 @@ def print_rank_tables(document: dict[str, Any], console: Console | None = None) 
         labels = list(report["comparisons"])
         budgets = list(report["comparisons"][labels[0]]["per_rung"])
         rungs = Table(title=f"{space}: tau-b at every rung over the configurations both trained (in brackets: the "
-                            f"fewest shared by a seed pair), and of each rung against the reference's final SHA "
-                            f"ordering")
+                            f"fewest shared by a seed pair; '-' below 5), and of each rung against the reference's "
+                            f"final SHA ordering")
         rungs.add_column("comparison")
         for budget in budgets:
             rungs.add_column(f"rung {budget}", justify="right")
         for label in labels:
             per_rung = report["comparisons"][label]["per_rung"]
-            rungs.add_row(label, *(f"{per_rung[b]['mean']:.3f} ({min(per_rung[b]['configurations'])})"
-                                   for b in budgets))
+            rungs.add_row(label, *(_rung_cell(per_rung[b]) for b in budgets))
         for label in labels[:1] + labels[2:3]:
             final = report["comparisons"][label]["against_reference_final_ordering"]
             method = report["comparisons"][label]["method"]
             rungs.add_row(f"{method} rung vs {document['against']} final ordering",
-                          *(f"{final[b]['mean']:.3f} ({min(final[b]['configurations'])})" for b in budgets))
+                          *(_rung_cell(final[b]) for b in budgets))
         console.print(rungs)
         ranks = report["eve_top_config_rank_under_reference"]
         paper_ranks = PAPER_TOP_RANKS.get(space) if document["against"] == "adam" else None

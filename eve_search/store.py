@@ -82,7 +82,7 @@ class SweepStore:
         self.configs = configs
         self.checkpoint_dir = Path(checkpoint_dir) / name
         try:
-            existing = name in {s.study_name for s in optuna.study.get_all_study_summaries(storage)}
+            existing = name in optuna.get_all_study_names(storage)
         except Exception as error:  # SQLAlchemy raises many kinds; the user needs the first line of any
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise StoreError(f"--storage {storage!r}: cannot open the results store ({first_line})") from None
@@ -203,20 +203,22 @@ class SweepStore:
     def set(self, key: str, value: Any) -> None:
         self.study.set_user_attr(key, value)
 
-    def rung_details(self, index: int) -> dict[float, dict[str, Any]]:
-        """Per-rung facts of one trial (accuracy, loss, charged units, wall seconds)."""
-        attrs = self.study.trials[self._numbers[index]].user_attrs
-        return {float(v["budget"]): v for k, v in attrs.items() if k.startswith("rung_")}
+    def rung_details(self) -> dict[int, dict[float, dict[str, Any]]]:
+        """Per trial, per rung budget: accuracy, loss, charged units, wall seconds (one query)."""
+        details: dict[int, dict[float, dict[str, Any]]] = {}
+        for frozen in self.study.get_trials(deepcopy=False):
+            index = frozen.user_attrs.get("config_index")
+            if index is not None:
+                details[index] = {float(v["budget"]): v for k, v in frozen.user_attrs.items() if k.startswith("rung_")}
+        return details
 
-    def best_found(self) -> dict[str, Any]:
+    def best_found(self, details: dict[int, dict[float, dict[str, Any]]] | None = None) -> dict[str, Any]:
         """The highest validation accuracy recorded at any rung, with its trial, budget and test accuracy
         (ties: the one recorded first, which is the one whose test accuracy was taken)."""
-        candidates = []
-        for index in self._results:
-            for budget, details in self.rung_details(index).items():
-                candidates.append((details["val_acc"], "test_acc" in details, -budget, -index, index, details))
-        val_acc, _, _, _, index, details = max(candidates)
-        return {"index": index, "budget": details["budget"], "val_acc": val_acc, "test_acc": details.get("test_acc")}
+        details = self.rung_details() if details is None else details
+        val_acc, _, _, _, index, best = max((d["val_acc"], "test_acc" in d, -budget, -index, index, d)
+                                            for index, rungs in details.items() for budget, d in rungs.items())
+        return {"index": index, "budget": best["budget"], "val_acc": val_acc, "test_acc": best.get("test_acc")}
 
     def results(self) -> dict[int, dict[float, float]]:
         """Validation accuracy per trial per rung budget."""

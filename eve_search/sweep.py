@@ -170,10 +170,10 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         store.set("winner_test_accuracy", winner_test)
         store.set("wall_seconds", elapsed())
     wall_seconds = float(store.get("wall_seconds"))
-    best = store.best_found()
 
     results = store.results()
-    details = {index: store.rung_details(index) for index in range(len(configs))}
+    details = store.rung_details()
+    best = store.best_found(details)
     last_rung = {index: rungs[max(rungs)] for index, rungs in details.items() if rungs}
     return SweepResult(
         optimizer=settings.optimizer,
