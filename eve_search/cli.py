@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 __all__ = ["main"]
@@ -24,24 +24,23 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-    return value
+def _positive(kind: type) -> Callable[[str], float | int]:
+    """An argparse type: a number of ``kind`` (int or float) that must be positive."""
+    noun = "an integer" if kind is int else "a number"
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
+        return value
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+_positive_float, _positive_int = _positive(float), _positive(int)
 
 
 def _optimizer_list(text: str) -> list[str]:
@@ -97,7 +96,8 @@ def _space_list(text: str) -> list[str]:
     return names
 
 
-def _seed_list(text: str) -> list[int]:
+def seed_list(text: str) -> list[int]:
+    """Training seeds from ``0-4`` or ``0,2,5`` (an argparse type; scripts in searches/ use it too)."""
     seeds: list[int] = []
     try:
         for part in text.split(","):
@@ -162,7 +162,7 @@ def _build_parser() -> _Parser:
                     "resumably.")
     rank_adult.add_argument("--space", type=_space_list, default=["hp", "arch"], metavar="SPACES",
                             help="one or both of hp,arch (default: both)")
-    rank_adult.add_argument("--seeds", type=_seed_list, default=list(range(5)), metavar="SEEDS",
+    rank_adult.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
                             help="training seeds, e.g. 0-4 (default) or 0,1,2")
     rank_adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
                             help="the reference trainer (default: adam)")
@@ -234,7 +234,7 @@ def _adult(args: argparse.Namespace) -> int:
                                  backward_ratio=args.backward_ratio)
         with SweepProgress(settings, enabled=not args.quiet) as progress:
             results.append(run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
-                                     resume=args.resume, progress=progress.update))
+                                     resume=args.resume, progress=progress))
     if not args.quiet:
         print_summary(results, storage)
     if args.json:
@@ -247,7 +247,7 @@ def _rank(args: argparse.Namespace) -> int:
     import time
 
     from eve_search.data import load_adult
-    from eve_search.report import print_rank_tables
+    from eve_search.report import SweepProgress, print_rank_tables
     from eve_search.sha import DEFAULT_RUNGS
     from eve_search.ranking_study import gather, study
 
@@ -270,7 +270,8 @@ def _rank(args: argparse.Namespace) -> int:
     reports, trained = {}, 0
     for space in args.space:
         sweeps = gather(space, optimizers, args.seeds, data, storage=storage,
-                        checkpoint_dir=args.workdir / "checkpoints", settings=settings)
+                        checkpoint_dir=args.workdir / "checkpoints", settings=settings,
+                        progress=lambda sweep: SweepProgress(sweep, enabled=not args.quiet))
         trained += sum(r.trained for by_seed in sweeps.values() for r in by_seed.values())
         reports[space] = study(sweeps, args.seeds, against)
     elapsed = time.perf_counter() - started

@@ -8,12 +8,13 @@ Configurations Like Adam Does?"), with the reference trainer configurable (``--a
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eve_search.ranking import Agreement, agreement, final_ordering, verdict
-from eve_search.sweep import SweepResult, SweepSettings, run_sweep
+from eve_search.sweep import ProgressCallback, SweepResult, SweepSettings, run_sweep
 from eve_search.trial import Splits
 
 __all__ = ["PAPER_TAUS", "Comparison", "comparisons", "gather", "study"]
@@ -56,18 +57,20 @@ def comparisons(against: str = "adam") -> list[Comparison]:
 
 
 def gather(space: str, optimizers: list[str], seeds: list[int], data: Splits, *, storage: str, checkpoint_dir: Path,
-           settings: dict[str, Any], on_sweep: Callable[[SweepSettings, SweepResult], None] | None = None,
-           progress=None) -> dict[str, dict[int, SweepResult]]:
-    """Every (optimizer, seed) sweep of ``space``, from the store or trained now (resumably)."""
+           settings: dict[str, Any],
+           progress: Callable[[SweepSettings], AbstractContextManager[ProgressCallback | None]] | None = None,
+           ) -> dict[str, dict[int, SweepResult]]:
+    """Every (optimizer, seed) sweep of ``space``, from the store or trained now (resumably).
+
+    ``progress(settings)`` gives a context whose value is the sweep's progress callback.
+    """
     results: dict[str, dict[int, SweepResult]] = {name: {} for name in optimizers}
     for seed in seeds:
         for optimizer in optimizers:
             sweep = SweepSettings(space=space, optimizer=optimizer, seed=seed, **settings)
-            result = run_sweep(sweep, data, storage=storage, checkpoint_dir=checkpoint_dir, resume=True,
-                               progress=progress)
-            results[optimizer][seed] = result
-            if on_sweep is not None:
-                on_sweep(sweep, result)
+            with progress(sweep) if progress is not None else nullcontext() as update:
+                results[optimizer][seed] = run_sweep(sweep, data, storage=storage, checkpoint_dir=checkpoint_dir,
+                                                     resume=True, progress=update)
     return results
 
 
@@ -111,4 +114,5 @@ def study(results: dict[str, dict[int, SweepResult]], seeds: list[int], against:
     eve, itself = first[comparisons(against)[0]], first[comparisons(against)[2]]
     report["verdict"] = verdict(eve, itself, "EvE", against)
     report["eve_top_config_rank_under_reference"] = eve.top_ranks
+    report["reference_top_config_rank_under_itself"] = itself.top_ranks
     return report

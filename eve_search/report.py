@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -30,12 +31,13 @@ class SweepProgress:
         self._live: Live | None = None
         self._started = time.perf_counter()
 
-    def __enter__(self) -> SweepProgress:
+    def __enter__(self) -> Callable[[str, int, int, int, float | None], None]:
+        """Start the display; returns the callback a sweep reports its progress to."""
         if self.enabled:
             self._live = Live(self._line("starting", 0, 0, 0, None), console=self._console, refresh_per_second=4,
                               transient=True)
             self._live.__enter__()
-        return self
+        return self.update
 
     def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
@@ -164,10 +166,13 @@ def print_rank_tables(document: dict[str, Any], console: Console | None = None) 
         console.print(rungs)
         ranks = report["eve_top_config_rank_under_reference"]
         paper_ranks = PAPER_TOP_RANKS.get(space) if document["against"] == "adam" else None
+        own = report["reference_top_config_rank_under_itself"]
         console.print(f"{space}: rank under {document['against']} of EvE's rung-1 top configuration, per seed: "
                       f"{ranks} (mean {sum(ranks) / len(ranks):.1f})"
                       + (f"; paper: {paper_ranks} (mean {sum(paper_ranks) / len(paper_ranks):.1f})"
-                         if paper_ranks else ""))
+                         if paper_ranks else "")
+                      + f"; {document['against']}'s own top under its next seed: {own} "
+                        f"(mean {sum(own) / len(own):.1f})")
         console.print(f"{space}: {report['verdict']}")
     console.print(f"wall time {document['wall_seconds']:.1f} s; trial-rungs trained by this run: "
                   f"{document['trained_trial_rungs']}, every other result read from {document['storage']}",

@@ -23,8 +23,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from eve_search.cli import seed_list
 from eve_search.data import load_adult
 from eve_search.optim import optimizer_names
+from eve_search.report import SweepProgress
 from eve_search.sweep import SweepSettings, run_sweep
 
 # Paper, Appendix "UCI Adult", Tables tab:hpo-full and tab:nas-full: (time s mean, std, best val acc mean, std).
@@ -46,14 +48,6 @@ PAPER = {
 }
 
 
-def seed_range(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        seeds.extend(range(int(low), int(high or low) + 1))
-    return seeds
-
-
 def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
@@ -62,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spaces", default="hp,arch")
     parser.add_argument("--optimizers", default=",".join(optimizer_names()))
-    parser.add_argument("--seeds", type=seed_range, default=seed_range("0-4"))
+    parser.add_argument("--seeds", type=seed_list, default=seed_list("0-4"))
     parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"))
     parser.add_argument("--storage", help="SQLAlchemy URL (default: sqlite:///<workdir>/results.db)")
     parser.add_argument("--backward-ratio", type=float, help="pin the calibrated backward/forward ratio")
@@ -79,9 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             for optimizer in results:
                 settings = SweepSettings(space=space, optimizer=optimizer, seed=seed,
                                          backward_ratio=args.backward_ratio)
-                console.print(f"[dim]{space} {optimizer} seed {seed}[/dim]")
-                result = run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
-                                   resume=True)
+                with SweepProgress(settings) as progress:
+                    result = run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
+                                       resume=True, progress=progress)
                 results[optimizer].append(result.as_dict())
         collected[space] = results
         table = Table(title=f"UCI Adult, space {space}: mean +- std over seeds {args.seeds} (paper: GPU, 5 seeds)")

@@ -8,24 +8,16 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-
-@dataclass(frozen=True)
-class TinySplits:
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_val: torch.Tensor
-    y_val: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
+from eve_search.data import AdultSplits
 
 
-def make_tiny_splits(seed: int = 0, features: int = 12) -> TinySplits:
+def make_tiny_splits(seed: int = 0, features: int = 12) -> AdultSplits:
+    """A small linearly separable-ish problem shaped like the Adult splits, for fast trial tests."""
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(features, generator=g)
 
@@ -37,11 +29,11 @@ def make_tiny_splits(seed: int = 0, features: int = 12) -> TinySplits:
     x_train, y_train = draw(1024)
     x_val, y_val = draw(256)
     x_test, y_test = draw(256)
-    return TinySplits(x_train, y_train, x_val, y_val, x_test, y_test)
+    return AdultSplits(x_train, y_train, x_val, y_val, x_test, y_test, tuple(f"x{k}" for k in range(features)))
 
 
 @pytest.fixture(scope="session")
-def tiny_splits() -> TinySplits:
+def tiny_splits() -> AdultSplits:
     return make_tiny_splits()
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from eve_search.budget import CostMeter
+from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import EvEHyperparameters, Population, check_hyperparameters
 
@@ -83,16 +84,6 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[torch.
         lowers.append(low)
         uppers.append(high)
     return torch.cat(lowers), torch.cat(uppers)
-
-
-def _loss_value(loss: Any) -> float:
-    if isinstance(loss, torch.Tensor):
-        if loss.numel() != 1:
-            raise TypeError(f"closure returned a tensor of shape {tuple(loss.shape)} (expected a scalar loss)")
-        return float(loss.detach())
-    if isinstance(loss, (int, float)) and not isinstance(loss, bool):
-        return float(loss)
-    raise TypeError(f"closure returned {type(loss).__name__} (expected a scalar loss tensor or a float)")
 
 
 class EvE(torch.optim.Optimizer):
@@ -274,32 +265,19 @@ class _ModuleEvaluator:
         return self._meter is not None and self._meter.exhausted
 
     def score(self, rows: torch.Tensor) -> list[float]:
-        opt, meter = self._opt, self._meter
+        opt = self._opt
         values = []
         for row in rows:
             opt._population.to_real(row, out=opt._flat)
-            with torch.inference_mode():
-                if meter is None:
-                    loss = self._closure()
-                else:
-                    with meter.forward(1):
-                        loss = self._closure()
-            values.append(_loss_value(loss))
+            values.append(loss_value(charged_forward(self._closure, self._meter, graph=False)))
         return values
 
     def score_work(self) -> float:
         # The work point is the flat parameter buffer: the module already holds it.
-        meter = self._meter
-        with torch.inference_mode():
-            if meter is None:
-                loss = self._closure()
-            else:
-                with meter.forward(1):
-                    loss = self._closure()
-        return _loss_value(loss)
+        return loss_value(charged_forward(self._closure, self._meter, graph=False))
 
     def gradient(self, x: torch.Tensor) -> tuple[float, torch.Tensor]:
-        opt, meter = self._opt, self._meter
+        opt = self._opt
         if x is not opt._flat:  # the population's work point is the flat parameter buffer itself
             opt._flat.copy_(x)
         # zero_grad(set_to_none=True) elsewhere may have dropped our gradient views; restore them.
@@ -307,19 +285,7 @@ class _ModuleEvaluator:
             if p.grad is not g:
                 p.grad = g
         opt._flat_grad.zero_()
-        with torch.enable_grad():
-            if meter is None:
-                loss = self._closure()
-            else:
-                with meter.forward(1):
-                    loss = self._closure()
-            value = _loss_value(loss)
-            if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
-                raise TypeError("closure returned a loss without a graph; the Adam fallback needs a tensor "
-                                "computed from the parameters (do not detach it or call .item())")
-            if meter is None:
-                loss.backward()
-            else:
-                with meter.backward():
-                    loss.backward()
+        loss = charged_forward(self._closure, self._meter, graph=True)
+        value = loss_value(loss)
+        charged_backward(loss, self._meter)
         return value, opt._flat_grad

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 import torch
 
 from eve_search.budget import CostMeter
-from eve_search.optim._eve import EvE, _loss_value
+from eve_search.optim._closure import charged_backward, charged_forward, loss_value
+from eve_search.optim._eve import EvE
 
 __all__ = [
     "MeteredOptimizer",
@@ -73,18 +74,9 @@ class MeteredOptimizer:
         if meter is not None and meter.exhausted:
             return None
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.enable_grad():
-            if meter is None:
-                loss = closure()
-            else:
-                with meter.forward(1):
-                    loss = closure()
-            value = _loss_value(loss)
-            if meter is None:
-                loss.backward()
-            else:
-                with meter.backward():
-                    loss.backward()
+        loss = charged_forward(closure, meter, graph=True)
+        value = loss_value(loss)
+        charged_backward(loss, meter)
         self.optimizer.step()
         return value
 
