@@ -59,13 +59,15 @@ class SweepProgress:
             self._live.update(self._line(phase, rung, done, total, best))
 
 
-def time_ratio(results: list[SweepResult], numerator: str = "eve", denominator: str = "adam") -> dict[str, float] | None:
+def time_ratio(results: list[SweepResult], numerator: str = "eve",
+               denominator: str = "adam") -> dict[str, float] | None:
     """Wall and training time of one optimizer's sweep over another's, when both ran."""
     by_name = {r.optimizer: r for r in results}
     if numerator not in by_name or denominator not in by_name:
         return None
     a, b = by_name[numerator], by_name[denominator]
-    return {"wall_seconds": a.wall_seconds / b.wall_seconds, "training_seconds": a.training_seconds / b.training_seconds}
+    return {"wall_seconds": a.wall_seconds / b.wall_seconds,
+            "training_seconds": a.training_seconds / b.training_seconds}
 
 
 def _describe(config: dict[str, Any]) -> str:
@@ -80,7 +82,7 @@ def print_summary(results: list[SweepResult], storage: str, console: Console | N
                         f"{len(first.trials)} configurations")
     for column in ("optimizer", "wall s", "training s", "charged units", "best val acc found", "its test acc",
                    "its configuration (rung)"):
-        table.add_column(column, justify="left" if column in ("optimizer", "best configuration") else "right")
+        table.add_column(column, justify="left" if column in ("optimizer", "its configuration (rung)") else "right")
     for r in results:
         table.add_row(r.optimizer, f"{r.wall_seconds:.1f}", f"{r.training_seconds:.1f}", f"{r.charged_units:,.0f}",
                       f"{r.best['val_acc']:.4f}", f"{r.best['test_acc']:.4f}",

@@ -219,7 +219,3 @@ class SweepStore:
         val_acc, _, _, _, index, best = max((d["val_acc"], "test_acc" in d, -budget, -index, index, d)
                                             for index, rungs in details.items() for budget, d in rungs.items())
         return {"index": index, "budget": best["budget"], "val_acc": val_acc, "test_acc": best.get("test_acc")}
-
-    def results(self) -> dict[int, dict[float, float]]:
-        """Validation accuracy per trial per rung budget."""
-        return {index: dict(values) for index, values in self._results.items()}

@@ -95,7 +95,8 @@ class SweepResult:
 ProgressCallback = Callable[[str, int, int, int, float | None], None]
 
 
-def _calibrated_ratios(settings: SweepSettings, configs: list[Config], data: Splits, store: SweepStore) -> dict[str, float]:
+def _calibrated_ratios(settings: SweepSettings, configs: list[Config], data: Splits,
+                       store: SweepStore) -> dict[str, float]:
     """One frozen backward/forward ratio per architecture, measured before any training (SPEC 2)."""
     ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
     for index, config in enumerate(configs):
@@ -171,7 +172,6 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         store.set("wall_seconds", elapsed())
     wall_seconds = float(store.get("wall_seconds"))
 
-    results = store.results()
     details = store.rung_details()
     best = store.best_found(details)
     last_rung = {index: rungs[max(rungs)] for index, rungs in details.items() if rungs}
@@ -188,7 +188,7 @@ def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint
         winner={"index": winner, "config": configs[winner], "val_acc": final.scores[winner], "test_acc": winner_test},
         rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
         trials=[{"index": index, "config": configs[index],
-                 "val_acc": {f"{budget:g}": acc for budget, acc in sorted(results[index].items())}}
+                 "val_acc": {f"{budget:g}": d["val_acc"] for budget, d in sorted(details[index].items())}}
                 for index in range(len(configs))],
         trained=state["trained"],
     )

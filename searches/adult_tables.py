@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                        "time / eve", "paper time / eve"):
             table.add_column(column, justify="left" if column == "method" else "right")
         eve_time = mean_std([r["wall_seconds"] for r in results["eve"]])[0] if results.get("eve") else None
-        for optimizer, runs in sorted(results.items(), key=lambda item: mean_std([r["wall_seconds"] for r in item[1]])[0]):
+        by_time = sorted(results.items(), key=lambda item: mean_std([r["wall_seconds"] for r in item[1]])[0])
+        for optimizer, runs in by_time:
             time_m, time_s = mean_std([r["wall_seconds"] for r in runs])
             train_m, train_s = mean_std([r["training_seconds"] for r in runs])
             acc_m, acc_s = mean_std([r["best"]["val_acc"] for r in runs])

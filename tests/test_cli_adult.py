@@ -38,7 +38,7 @@ def test_two_optimizers_side_by_side_write_the_documented_json(tmp_path):
     document = json.loads(out.read_text())
     assert set(document["optimizers"]) == {"eve", "adam"}
     assert document["eve_over_adam_time"]["wall_seconds"] > 0
-    for name, sweep in document["optimizers"].items():
+    for sweep in document["optimizers"].values():
         assert {"wall_seconds", "charged_units", "best", "rungs", "trials"} <= set(sweep)
         assert [r["trials"] for r in sweep["rungs"]] == [9, 3]
         assert [r["promoted"] for r in sweep["rungs"]] == [3, 0]

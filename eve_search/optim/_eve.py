@@ -248,7 +248,8 @@ class EvE(torch.optim.Optimizer):
         self._init_generator.set_state(saved["init_generator"])
         self.state["eve"] = {}  # the live tensors are the population's; state_dict() refreshes this
         self._sync_hyperparameters()
-        self._load_best()
+        if self._population.scored:  # before the first step the module keeps its own exact weights
+            self._load_best()
 
 
 class _ModuleEvaluator:

@@ -87,7 +87,8 @@ class _FunctionEvaluator:
         return float(value.detach()), grad
 
 
-def _box(lower: float | torch.Tensor, upper: float | torch.Tensor, dim: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _box(lower: float | torch.Tensor, upper: float | torch.Tensor,
+         dim: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Both bounds as vectors of one length n, validated lower < upper everywhere."""
     low, high = (torch.as_tensor(b) if isinstance(b, torch.Tensor) else torch.as_tensor(b, dtype=torch.float32)
                  for b in (lower, upper))

@@ -1,9 +1,9 @@
 """EvE's variation operators as pure tensor functions (paper, Section "Method").
 
 Everything here works in the unit cube z in [0, 1]^n (the Adam fallback of Equation 4, which works
-in real coordinates, is PyTorch's own ``Adam`` driven from ``_population.py``). Functions take their randomness as arguments or
-from an explicit ``torch.Generator`` so that the bookkeeping in ``_population.py`` decides what is
-drawn and when.
+in real coordinates, is PyTorch's own functional Adam, driven from ``_population.py``). Functions
+take their randomness as arguments or from an explicit ``torch.Generator``, so that the
+bookkeeping in ``_population.py`` decides what is drawn and when.
 """
 
 from __future__ import annotations
