@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -28,7 +29,7 @@ def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator
     if any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in widths):
         raise ValueError(f"Invalid layer widths: {widths} (expected positive ints)")
     layers: list[nn.Module] = []
-    for index, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
         linear = nn.Linear(fan_in, fan_out)
         bound = math.sqrt(6.0 / fan_in)
         with torch.no_grad():

@@ -39,7 +39,7 @@ class SweepProgress:
             self._live.__enter__()
         return self.update
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.__exit__(*exc)
 

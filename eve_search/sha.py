@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ def check_rungs(rungs: Sequence[float]) -> tuple[float, ...]:
     values = tuple(float(r) for r in rungs)
     if not values:
         raise ValueError("Invalid rungs: () (expected at least one budget)")
-    if any(not (math.isfinite(r) and r > 0) for r in values) or any(b <= a for a, b in zip(values, values[1:])):
+    if any(not (math.isfinite(r) and r > 0) for r in values) or any(b <= a for a, b in itertools.pairwise(values)):
         raise ValueError(f"Invalid rungs: {', '.join(f'{r:g}' for r in values)} (expected positive, strictly "
                          "increasing cumulative budgets)")
     return values

@@ -83,7 +83,7 @@ class SweepStore:
         self.checkpoint_dir = Path(checkpoint_dir) / name
         try:
             existing = name in optuna.get_all_study_names(storage)
-        except Exception as error:  # SQLAlchemy raises many kinds; the user needs the first line of any
+        except Exception as error:  # noqa: BLE001 SQLAlchemy raises many kinds; the user needs one line of any
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise StoreError(f"--storage {storage!r}: cannot open the results store ({first_line})") from None
         if existing and not resume:

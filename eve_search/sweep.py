@@ -18,7 +18,12 @@ import torch
 
 from eve_search.models import mlp
 from eve_search.optim import make_optimizer
-from eve_search.sha import DEFAULT_RUNGS, SynchronousSuccessiveHalving, check_rungs, rung_sizes
+from eve_search.sha import (
+    DEFAULT_RUNGS,
+    SynchronousSuccessiveHalving,
+    check_rungs,
+    rung_sizes,
+)
 from eve_search.spaces import Config, get_space
 from eve_search.store import SweepStore, study_name
 from eve_search.trial import Splits, Trial

@@ -9,6 +9,7 @@ the meter reaches it; calling it again with a larger budget continues, never res
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -52,6 +53,10 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
     """
     states = np.random.SeedSequence([int(seed), int(index)]).generate_state(3, dtype=np.uint64)
     return tuple(int(s) for s in states)  # type: ignore[return-value]
+
+
+def _pass_totals(meter: CostMeter) -> tuple[float, int, float, int]:
+    return meter.forward_seconds, meter.forward_points, meter.backward_seconds, meter.backward_passes
 
 
 class Trial:
@@ -128,19 +133,28 @@ class Trial:
         accuracy = (logits.argmax(dim=1) == y).double().mean().item()
         return Evaluation(accuracy=accuracy, loss=loss)
 
-    def calibrate(self, units: float = 200.0) -> float:
+    def calibrate(self, units: float = 200.0, chunks: int = 5) -> float:
         """The backward/forward ratio this trial's training loop is charged on average under the
         measured rule, from a throwaway copy trained for ``units`` (this trial is not touched).
 
         Measuring the real loop, not an isolated pass, times forwards exactly as this optimizer
         performs them (EvE mostly scores without a graph; a baseline records one) and in the same
         company (cache and threads after an optimizer update), so the frozen ratio is the one the
-        paper's rule would have charged.
+        paper's rule would have charged. The run is cut into ``chunks`` equal parts and the median
+        of their ratios is kept: one scheduler hiccup during a few passes of a small network would
+        otherwise move the ratio of the whole run by a third or more.
         """
         probe = Trial(self.config, self.data, self.optimizer_name, seed=self.seed, index=self.index,
                       cost_mode="measured", batch_size=self.stream.batch_size)
-        probe.train_to(units)
-        return probe.meter.measured_ratio()
+        meter = probe.meter
+        ratios = []
+        for k in range(1, chunks + 1):
+            before = _pass_totals(meter)
+            probe.train_to(units * k / chunks)
+            forward_s, forward_n, backward_s, backward_n = np.subtract(_pass_totals(meter), before).tolist()
+            if backward_n > 0 and forward_n > 0 and forward_s > 0:
+                ratios.append((backward_s / backward_n) / (forward_s / forward_n))
+        return statistics.median(ratios) if ratios else meter.measured_ratio()
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -70,13 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     for space in args.spaces.split(","):
         results: dict[str, list[dict]] = {name: [] for name in args.optimizers.split(",")}
         for seed in args.seeds:
-            for optimizer in results:
+            for optimizer, runs in results.items():
                 settings = SweepSettings(space=space, optimizer=optimizer, seed=seed,
                                          backward_ratio=args.backward_ratio)
                 with SweepProgress(settings) as progress:
                     result = run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
                                        resume=True, progress=progress)
-                results[optimizer].append(result.as_dict())
+                runs.append(result.as_dict())
         collected[space] = results
         table = Table(title=f"UCI Adult, space {space}: mean +- std over seeds {args.seeds} (paper: GPU, 5 seeds)")
         for column in ("method", "time s", "training s", "best val acc", "paper time s", "paper best val acc",

@@ -75,5 +75,5 @@ def postgres_url():
                         "-U", "postgres", "eve"], check=True, capture_output=True)
         yield f"postgresql+psycopg2://postgres@/eve?host={sockets}&port={port}"
     finally:
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)

@@ -13,7 +13,7 @@ SMALL = ["--configs", "9", "--rungs", "100,300"]
 
 
 def run(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], check=False, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -151,7 +151,7 @@ def test_an_existing_sweep_is_not_overwritten_without_resume(tmp_path):
 def test_a_missing_optuna_names_the_extra_to_install(tmp_path):
     script = ("import sys; sys.modules['optuna'] = None; from eve_search.cli import main; "
               f"sys.exit(main(['adult', '--space', 'hp', '--quiet', '--workdir', {str(tmp_path)!r}]))")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True)
     assert result.returncode == 2
     assert "pip install 'eve-search[optuna]'" in result.stderr and result.stderr.count("\n") == 1
 
@@ -159,4 +159,4 @@ def test_a_missing_optuna_names_the_extra_to_install(tmp_path):
 def test_import_eve_search_loads_no_optional_dependency():
     script = ("import sys, eve_search; heavy = [m for m in ('optuna', 'ray', 'sqlalchemy', 'matplotlib') "
               "if m in sys.modules]; print(heavy)")
-    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True).stdout.strip() == "[]"
+    assert subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True).stdout.strip() == "[]"

@@ -7,7 +7,7 @@ RANK = ["rank", "adult", "--space", "hp", "--seeds", "0-1", "--configs", "6", "-
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], check=False, capture_output=True, text=True,
                           timeout=900)
 
 

@@ -2,7 +2,13 @@ import math
 
 import pytest
 
-from eve_search.spaces import SearchSpace, get_space, hidden_layers, register_space, space_names
+from eve_search.spaces import (
+    SearchSpace,
+    get_space,
+    hidden_layers,
+    register_space,
+    space_names,
+)
 
 
 def test_both_paper_spaces_are_built_in():

@@ -3,6 +3,7 @@ import copy
 import pytest
 import torch
 
+from eve_search import budget
 from eve_search.trial import Trial, trial_seeds
 
 CONFIG = {"lr": 3e-3, "weight_decay": 1e-4, "width": 32, "depth": 2}
@@ -79,6 +80,20 @@ def test_calibration_measures_a_throwaway_copy_and_leaves_the_trial_alone(tiny_s
     after = trial.state_dict()
     assert all(torch.equal(a, b) for a, b in zip(before["model"].values(), after["model"].values()))
     assert after["meter"] == before["meter"] and after["stream"]["position"] == before["stream"]["position"]
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_calibration_keeps_the_median_chunk_so_one_stall_does_not_move_the_ratio(tiny_splits, optimizer,
+                                                                                monkeypatch):
+    readings = iter(range(10**9))
+
+    def clock():  # every pass lasts exactly 1 s, except one that stalls for 100 s more
+        reading = next(readings)
+        return reading + (100 if reading >= 41 else 0)
+
+    defaults = dict(budget.CostMeter.__init__.__kwdefaults__, clock=clock)
+    monkeypatch.setattr(budget.CostMeter.__init__, "__kwdefaults__", defaults)
+    assert make(tiny_splits, optimizer).calibrate(units=100) == 1.0
 
 
 def test_a_checkpoint_of_another_trial_is_refused(tiny_splits):

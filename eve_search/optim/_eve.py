@@ -20,7 +20,11 @@ import torch
 from eve_search.budget import CostMeter
 from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
-from eve_search.optim._population import EvEHyperparameters, Population, check_hyperparameters
+from eve_search.optim._population import (
+    EvEHyperparameters,
+    Population,
+    check_hyperparameters,
+)
 
 __all__ = ["EvE", "kaiming_bounds"]
 
@@ -158,7 +162,7 @@ class EvE(torch.optim.Optimizer):
             raise ValueError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
         if meter is not None and not isinstance(meter, CostMeter):
             raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter or None)")
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+        super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
         if len(self.param_groups) != 1:
             raise ValueError(f"Invalid params: {len(self.param_groups)} parameter groups (EvE evolves all "
                              "parameters as one vector; pass a single group)")
@@ -255,7 +259,7 @@ class EvE(torch.optim.Optimizer):
 class _ModuleEvaluator:
     """Scores candidates by writing them into the module's flat buffer and calling the closure."""
 
-    __slots__ = ("_opt", "_closure", "_meter")
+    __slots__ = ("_closure", "_meter", "_opt")
 
     def __init__(self, opt: EvE, closure: Callable[[], Any]) -> None:
         self._opt = opt

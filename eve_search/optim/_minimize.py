@@ -16,7 +16,11 @@ import torch
 
 from eve_search.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
-from eve_search.optim._population import EvEHyperparameters, Population, check_hyperparameters
+from eve_search.optim._population import (
+    EvEHyperparameters,
+    Population,
+    check_hyperparameters,
+)
 
 __all__ = ["MinimizeResult", "minimize"]
 

@@ -78,7 +78,7 @@ def _train(model, opt, x, y, steps, batch_seed):
 
 def test_state_dict_save_load_continue_equals_never_stopping_bit_for_bit():
     x, y = regression()
-    meter_kwargs = dict(mode="calibrated", backward_ratio=2.0)
+    meter_kwargs = {"mode": "calibrated", "backward_ratio": 2.0}
     model_a = small_model()
     opt_a = EvE(model_a.parameters(), lr=1e-2, seed=5, meter=CostMeter(**meter_kwargs))
     _train(model_a, opt_a, x, y, 30, batch_seed=1)

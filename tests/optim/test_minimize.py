@@ -1,3 +1,4 @@
+import itertools
 import json
 import math
 import subprocess
@@ -49,7 +50,7 @@ def test_best_so_far_never_increases_on_a_deterministic_objective(problem, dim, 
     result = minimize(PROBLEMS[problem], 0.0, 1.0, dim=dim, budget=150, seed=seed, polynomial_mutation=pm,
                       init=init, meter=fixed_meter(150))
     history = result.best_so_far
-    assert all(later <= earlier for earlier, later in zip(history, history[1:]))
+    assert all(later <= earlier for earlier, later in itertools.pairwise(history))
     assert result.fun == history[-1]
     assert float(PROBLEMS[problem](result.x.unsqueeze(0))[0]) == pytest.approx(result.fun, rel=1e-5, abs=1e-6)
 

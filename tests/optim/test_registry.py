@@ -3,7 +3,13 @@ import copy
 import pytest
 import torch
 
-from eve_search import CostMeter, MeteredOptimizer, make_optimizer, optimizer_names, register_optimizer
+from eve_search import (
+    CostMeter,
+    MeteredOptimizer,
+    make_optimizer,
+    optimizer_names,
+    register_optimizer,
+)
 
 PAPER_OPTIMIZERS = ["adabelief", "adam", "adamw", "amsgrad", "eve", "lookahead", "nadam", "radam", "sgd_momentum"]
 

@@ -1,0 +1,75 @@
+"""Where does a sweep's wall time go besides training? One fresh sweep per optimizer, timed by part.
+
+    python searches/sweep_time_breakdown.py --space hp --optimizers eve,adam
+
+Each sweep runs in a temporary store with the CLI's defaults. The parts are timed by wrapping the
+functions that do them, so the sweep itself runs unchanged: calibration (its probe trials
+included), building trials, validation and test evaluations, writing checkpoints, the rest of
+recording a rung (Optuna storage), and pruning the trials a rung drops.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import functools
+import tempfile
+import time
+from pathlib import Path
+
+from eve_search import store, sweep, trial
+from eve_search.data import load_adult
+
+PARTS = [  # (owner, function, label); calibration's probe trials count under calibration only
+    (sweep, "_calibrated_ratios", "calibration"),
+    (trial.Trial, "__init__", "building trials"),
+    (trial.Trial, "load_state_dict", "loading checkpoints"),
+    (trial.Trial, "evaluate", "evaluations (val and test)"),
+    (store, "save_atomically", "writing checkpoints"),
+    (store.SweepStore, "record", "recording a rung (checkpoints, test evaluations included)"),
+    (store.SweepStore, "eliminate", "pruning dropped trials"),
+]
+
+
+def _timed(spent: collections.Counter, label: str, function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        if spent["_inside calibration"] and label != "calibration":
+            return function(*args, **kwargs)
+        start = time.perf_counter()
+        spent["_inside " + label] += 1
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent["_inside " + label] -= 1
+            spent[label] += time.perf_counter() - start
+            spent["_calls " + label] += 1
+
+    return wrapper
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", default="hp")
+    parser.add_argument("--optimizers", default="eve,adam")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    data = load_adult()
+    spent: collections.Counter = collections.Counter()
+    for owner, name, label in PARTS:
+        setattr(owner, name, _timed(spent, label, getattr(owner, name)))
+    for optimizer in args.optimizers.split(","):
+        spent.clear()
+        with tempfile.TemporaryDirectory() as directory:
+            result = sweep.run_sweep(sweep.SweepSettings(space=args.space, optimizer=optimizer, seed=args.seed),
+                                     data, storage=f"sqlite:///{directory}/results.db",
+                                     checkpoint_dir=Path(directory) / "checkpoints")
+        print(f"{args.space} {optimizer}: sweep {result.wall_seconds:.2f} s, training {result.training_seconds:.2f} s, "
+              f"other {result.wall_seconds - result.training_seconds:.2f} s")
+        for _, _, label in PARTS:
+            print(f"    {label}: {spent[label]:.2f} s in {spent['_calls ' + label]} calls")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
