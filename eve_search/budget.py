@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["COST_MODES", "CostMeter"]
+__all__ = ["COST_MODES", "CostMeter", "PassTotals"]
 
 COST_MODES = ("measured", "calibrated")
 
@@ -44,6 +44,18 @@ def _check_ratio(ratio: float) -> float:
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (math.isfinite(ratio) and ratio > 0):
         raise ValueError(f"Invalid backward_ratio: {ratio!r} (expected a finite number > 0)")
     return float(ratio)
+
+
+class PassTotals(NamedTuple):
+    """What a meter has timed so far; two snapshots bound a span of passes."""
+
+    forward_points: int = 0
+    forward_seconds: float = 0.0
+    backward_passes: int = 0
+    backward_seconds: float = 0.0
+
+
+_RUN_START = PassTotals()
 
 
 class CostMeter:
@@ -98,13 +110,22 @@ class CostMeter:
             raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
         return self.forward_seconds / self.forward_points
 
-    def measured_ratio(self) -> float:
-        """Mean backward time over mean forward time so far: the ratio the ``measured`` rule charges
-        on average. Freezing it after a short run of the real training loop is how ``calibrated``
-        mode is calibrated."""
-        if self.backward_passes == 0:
+    def pass_totals(self) -> PassTotals:
+        """A snapshot of the timed passes, to measure a span with :meth:`measured_ratio`."""
+        return PassTotals(self.forward_points, self.forward_seconds, self.backward_passes, self.backward_seconds)
+
+    def measured_ratio(self, since: PassTotals = _RUN_START) -> float:
+        """Mean backward time over mean forward time, over the whole run or the passes after the
+        snapshot ``since``: the ratio the ``measured`` rule charges on average. Freezing it after a
+        short run of the real training loop is how ``calibrated`` mode is calibrated."""
+        forward_points = self.forward_points - since.forward_points
+        backward_passes = self.backward_passes - since.backward_passes
+        if backward_passes == 0:
             raise RuntimeError("no backward pass has been timed yet, so there is no ratio to measure")
-        return (self.backward_seconds / self.backward_passes) / self.mean_forward_seconds
+        if forward_points == 0:
+            raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
+        mean_backward = (self.backward_seconds - since.backward_seconds) / backward_passes
+        return mean_backward / ((self.forward_seconds - since.forward_seconds) / forward_points)
 
     def set_budget(self, budget: float) -> None:
         """Raise (or set) the budget; a resumed trial continues from the cost already charged."""

@@ -55,10 +55,6 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
     return tuple(int(s) for s in states)  # type: ignore[return-value]
 
 
-def _pass_totals(meter: CostMeter) -> tuple[float, int, float, int]:
-    return meter.forward_seconds, meter.forward_points, meter.backward_seconds, meter.backward_passes
-
-
 class Trial:
     """Train one configuration with one optimizer under an evaluation-cost budget.
 
@@ -149,11 +145,10 @@ class Trial:
         meter = probe.meter
         ratios = []
         for k in range(1, chunks + 1):
-            before = _pass_totals(meter)
+            before = meter.pass_totals()
             probe.train_to(units * k / chunks)
-            forward_s, forward_n, backward_s, backward_n = np.subtract(_pass_totals(meter), before).tolist()
-            if backward_n > 0 and forward_n > 0 and forward_s > 0:
-                ratios.append((backward_s / backward_n) / (forward_s / forward_n))
+            if meter.backward_passes > before.backward_passes and meter.forward_points > before.forward_points:
+                ratios.append(meter.measured_ratio(since=before))
         return statistics.median(ratios) if ratios else meter.measured_ratio()
 
     def state_dict(self) -> dict[str, Any]:

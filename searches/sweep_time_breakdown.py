@@ -31,21 +31,29 @@ PARTS = [  # (owner, function, label); calibration's probe trials count under ca
 ]
 
 
-def _timed(spent: collections.Counter, label: str, function):
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        if spent["_inside calibration"] and label != "calibration":
-            return function(*args, **kwargs)
-        start = time.perf_counter()
-        spent["_inside " + label] += 1
-        try:
-            return function(*args, **kwargs)
-        finally:
-            spent["_inside " + label] -= 1
-            spent[label] += time.perf_counter() - start
-            spent["_calls " + label] += 1
+class _Timings:
+    """Seconds and calls per part; work done inside calibration counts under calibration only."""
 
-    return wrapper
+    def __init__(self) -> None:
+        self.seconds: collections.Counter = collections.Counter()
+        self.calls: collections.Counter = collections.Counter()
+        self.calibrating = False
+
+    def wrap(self, label: str, function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            if self.calibrating:
+                return function(*args, **kwargs)
+            self.calibrating = label == "calibration"
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.calibrating = False
+                self.seconds[label] += time.perf_counter() - start
+                self.calls[label] += 1
+
+        return wrapper
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,11 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     data = load_adult()
-    spent: collections.Counter = collections.Counter()
+    timings = _Timings()
     for owner, name, label in PARTS:
-        setattr(owner, name, _timed(spent, label, getattr(owner, name)))
+        setattr(owner, name, timings.wrap(label, getattr(owner, name)))
     for optimizer in args.optimizers.split(","):
-        spent.clear()
+        timings.seconds.clear()
+        timings.calls.clear()
         with tempfile.TemporaryDirectory() as directory:
             result = sweep.run_sweep(sweep.SweepSettings(space=args.space, optimizer=optimizer, seed=args.seed),
                                      data, storage=f"sqlite:///{directory}/results.db",
@@ -67,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.space} {optimizer}: sweep {result.wall_seconds:.2f} s, training {result.training_seconds:.2f} s, "
               f"other {result.wall_seconds - result.training_seconds:.2f} s")
         for _, _, label in PARTS:
-            print(f"    {label}: {spent[label]:.2f} s in {spent['_calls ' + label]} calls")
+            print(f"    {label}: {timings.seconds[label]:.2f} s in {timings.calls[label]} calls")
     return 0
 
 

@@ -144,3 +144,16 @@ def test_measured_ratio_is_mean_backward_over_mean_forward_time():
     assert meter.measured_ratio() == pytest.approx(3.0)
     with pytest.raises(RuntimeError, match="no backward pass"):
         CostMeter().measured_ratio()
+
+
+def test_measured_ratio_since_a_snapshot_covers_only_the_later_passes():
+    meter = CostMeter()
+    meter.charge_forward(points=3, seconds=0.003)
+    meter.charge_backward(seconds=0.030)  # a stall before the snapshot
+    snapshot = meter.pass_totals()
+    meter.charge_forward(points=2, seconds=0.004)  # 2 ms per point
+    meter.charge_backward(seconds=0.004)
+    assert meter.measured_ratio(since=snapshot) == pytest.approx(2.0)
+    assert meter.measured_ratio() == pytest.approx((0.034 / 2) / (0.007 / 5))
+    with pytest.raises(RuntimeError, match="no backward pass"):
+        meter.measured_ratio(since=meter.pass_totals())
