@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -57,13 +58,27 @@ def _optimizer_list(text: str) -> list[str]:
     return names
 
 
-def _rung_list(text: str) -> tuple[float, ...]:
-    from eve_search.sha import check_rungs
+def _rung_list(text: str) -> tuple[int, ...]:
+    from eve_search.ledger import check_rungs
 
     try:
-        return check_rungs([float(part) for part in text.split(",")])
+        parts = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of budgets (e.g. 100,300,900)") \
+            from None
+    try:
+        return check_rungs(parts)
     except ValueError as error:
         raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
+
+
+def _fraction(text: str) -> float:
+    from eve_search.ledger import check_fraction
+
+    try:
+        return check_fraction(float(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number in (0, 1]") from None
 
 
 def _seed(text: str) -> int:
@@ -77,7 +92,8 @@ def _seed(text: str) -> int:
 
 
 COST_MODE_HELP = (
-    "how a backward pass is charged (SPEC section 2). 'calibrated' (default): the backward/forward time "
+    "how a backward pass is charged (paper, Appendix \"Evaluation-Cost Accounting\", Equation 7; README "
+    "\"The cost rule\"). 'calibrated' (default): the backward/forward time "
     "ratio is measured once per architecture before training, frozen and stored with the sweep, so a "
     "resumed sweep charges exactly like an uninterrupted one and the seed fixes every result on this "
     "machine. 'measured': the paper's rule, each backward charged by its own wall time over the run's mean "
@@ -120,16 +136,36 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
     parser.add_argument("--resume", action="store_true", help="continue sweeps already in the store (a sweep "
                         "that finished is reported without training)")
-    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the UCI Adult files "
-                        "(adult.data[.gz], adult.test[.gz]); default: the bundled copy")
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the task's data (UCI "
+                        "Adult: adult.data[.gz] and adult.test[.gz]); default: the task's own (Adult: the bundled "
+                        "copy)")
     parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
     parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
                         "backward/forward ratio instead of measuring it (reproducible across machines)")
     parser.add_argument("--configs", type=_positive_int, default=48, metavar="N",
                         help="configurations sampled (configuration seed 0; default 48)")
     parser.add_argument("--rungs", type=_rung_list, default=None, metavar="B1,B2,...",
-                        help="cumulative rung budgets in evaluation units (default 100,300,900,2700,3000)")
+                        help="cumulative rung budgets, whole evaluation units (default 100,300,900,2700,3000)")
+    parser.add_argument("--fraction", type=_fraction, default=None, metavar="F",
+                        help="share of each rung promoted to the next, in (0, 1] (default 1/3)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (it may register tasks, spaces or optimizers); repeatable")
     parser.add_argument("--quiet", action="store_true", help="no progress display and no table")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_sweep_arguments(parser)
+    parser.add_argument("--optimizer", type=_optimizer_list, default=["eve"], metavar="NAMES",
+                        help="one or several comma-separated optimizers (default: eve), e.g. eve,adam")
+    parser.add_argument("--seed", type=_seed, default=0, help="training seed (default 0)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--backend", choices=("local", "ray", "optuna"), default="local",
+                        help="who drives the trials: this process (default), Ray Tune (a local Ray instance, "
+                             "or the cluster at --address) or Optuna worker processes on the store (--workers)")
+    parser.add_argument("--address", metavar="ADDR", help="with --backend ray: an existing Ray cluster "
+                        "(e.g. auto, or HOST:6379); default: start a local Ray instance")
+    parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                        help="with --backend optuna: worker processes on the study (default 1)")
 
 
 def _build_parser() -> _Parser:
@@ -144,29 +180,38 @@ def _build_parser() -> _Parser:
                     "same configurations, initial weights and batches.")
     from eve_search.spaces import space_names
 
-    adult.add_argument("--space", required=True, choices=space_names(), help="search space")
-    _add_sweep_arguments(adult)
-    adult.add_argument("--optimizer", type=_optimizer_list, default=["eve"], metavar="NAMES",
-                       help="one or several comma-separated optimizers (default: eve), e.g. eve,adam")
-    adult.add_argument("--seed", type=_seed, default=0, help="training seed (default 0)")
-    adult.add_argument("--json", type=Path, metavar="PATH", help="write the results as JSON")
+    adult.add_argument("--space", required=True, metavar="SPACE",
+                       help=f"search space ({', '.join(space_names())}, or one a --plugin registers)")
+    _add_run_arguments(adult)
+
+    sweep = commands.add_parser(
+        "sweep", help="the same search on any registered task (e.g. one a --plugin module registers)",
+        description="Synchronous successive halving on a registered task: sample configurations of a search "
+                    "space, train them resumably under the evaluation-cost budget, report the best. "
+                    "`eve-search adult` is `eve-search sweep --task adult`.")
+    sweep.add_argument("--task", required=True, metavar="TASK", help="a registered task (adult, or one a "
+                       "--plugin module registers)")
+    sweep.add_argument("--space", metavar="SPACE", help="search space (default: the task's first)")
+    _add_run_arguments(sweep)
 
     rank = commands.add_parser("rank", help="ranking agreement between EvE and a reference trainer")
     rank_data = rank.add_subparsers(dest="dataset", required=True, parser_class=_Parser)
     rank_adult = rank_data.add_parser(
-        "adult", help="Kendall tau-b agreement of configuration rankings on UCI Adult",
+        "adult", help="Kendall tau-b agreement of configuration rankings on UCI Adult (or --task TASK)",
         description="Compare how EvE and a reference trainer rank the same configurations: Kendall's tau-b "
                     "at every rung (paired by training seed, mean +- std over seeds, bootstrap intervals), the "
                     "paper's four reference comparisons, and each rung against the reference's final SHA "
                     "ordering. Sweeps already in the results store are reused; missing ones are trained, "
                     "resumably.")
-    rank_adult.add_argument("--space", type=_space_list, default=["hp", "arch"], metavar="SPACES",
-                            help="one or both of hp,arch (default: both)")
+    rank_adult.add_argument("--space", type=_space_list, default=None, metavar="SPACES",
+                            help="comma-separated search spaces (default: the task's, for Adult hp,arch)")
     rank_adult.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
                             help="training seeds, e.g. 0-4 (default) or 0,1,2")
     rank_adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
                             help="the reference trainer (default: adam)")
     rank_adult.add_argument("--json", type=Path, metavar="PATH", help="write every agreement as JSON")
+    rank_adult.add_argument("--task", default="adult", metavar="TASK",
+                            help="rank on another registered task (default: adult)")
     _add_sweep_arguments(rank_adult)
 
     bench = commands.add_parser("bench", help="measure throughput")
@@ -180,6 +225,9 @@ def _build_parser() -> _Parser:
     tp.add_argument("--seconds", type=_positive_float, default=2.0, help="wall seconds per loop per round")
     tp.add_argument("--rounds", type=_positive_int, default=5, help="rounds (medians are reported)")
     tp.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    from eve_search.dashboard._cli import configure_parser as configure_dashboard
+
+    configure_dashboard(commands.add_parser("dashboard", help="draw a results store as one HTML page of charts"))
     return parser
 
 
@@ -213,44 +261,120 @@ def _bench_throughput(args: argparse.Namespace) -> int:
 def _storage_url(args: argparse.Namespace) -> str:
     if args.storage:
         return args.storage
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"eve-search {args.command}: argument --workdir: {str(args.workdir)!r}: cannot create it "
+                         f"({error.strerror or error})") from None
     return f"sqlite:///{(args.workdir / 'results.db').resolve()}"
 
 
-def _adult(args: argparse.Namespace) -> int:
-    from eve_search.data import load_adult
-    from eve_search.report import SweepProgress, print_summary, summary_json
-    from eve_search.sha import DEFAULT_RUNGS
-    from eve_search.sweep import SweepSettings, run_sweep
+def check_output_path(path: Path | None, argument: str, command: str) -> None:
+    """Refuse, before any work, an output file that could not be written at the end."""
+    if path is None:
+        return
+    prefix = f"eve-search {command}: argument {argument}: {str(path)!r}"
+    if path.is_dir():
+        raise UsageError(f"{prefix} is a directory (expected a file path)")
+    parent = path.parent
+    for ancestor in [parent, *parent.parents]:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise UsageError(f"{prefix}: {str(ancestor)!r} is not a directory")
+            if not os.access(ancestor, os.W_OK | os.X_OK):
+                raise UsageError(f"{prefix}: {str(ancestor)!r} is not writable")
+            break
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{prefix} is not writable")
 
+
+def _import_plugins(args: argparse.Namespace) -> None:
+    import importlib
+
+    for module in args.plugin:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 the user's module: report it in one line
+            raise UsageError(f"eve-search {args.command}: argument --plugin: {module!r} could not be imported "
+                             f"({type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''})") \
+                from None
+
+
+def _resolve_task_and_space(args: argparse.Namespace) -> tuple[str, str]:
+    from eve_search.spaces import space_names
+    from eve_search.tasks import get_task, task_names
+
+    task_name = getattr(args, "task", None) or "adult"
+    if task_name not in task_names():
+        raise UsageError(f"eve-search {args.command}: argument --task: {task_name!r} is not a registered task "
+                         f"(expected one of {', '.join(task_names())}, or register it in a --plugin module)")
+    task = get_task(task_name)
+    space = args.space or (task.spaces[0] if task.spaces else None)
+    if space is None:
+        raise UsageError(f"eve-search {args.command}: argument --space: task {task_name!r} names no default space "
+                         f"(expected one of {', '.join(space_names())})")
+    if space not in space_names():
+        raise UsageError(f"eve-search {args.command}: argument --space: invalid choice {space!r} (expected one of "
+                         f"{', '.join(space_names())})")
+    return task_name, space
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from eve_search.report import SweepProgress, print_summary, summary_json
+    from eve_search.sha import DEFAULT_RUNGS, PROMOTED_FRACTION
+    from eve_search.sweep import SweepSettings, prepare_sweep
+
+    command = args.command
+    _import_plugins(args)
+    task, space = _resolve_task_and_space(args)
     if args.cost_mode == "measured" and args.backward_ratio is not None:
-        raise UsageError("eve-search adult: argument --backward-ratio: only the calibrated cost mode takes a "
+        raise UsageError(f"eve-search {command}: argument --backward-ratio: only the calibrated cost mode takes a "
                          "frozen ratio (got --cost-mode measured)")
-    data = load_adult(args.data_dir)
+    if args.address is not None and args.backend != "ray":
+        raise UsageError(f"eve-search {command}: argument --address: only --backend ray takes a cluster address "
+                         f"(got --backend {args.backend})")
+    if args.workers is not None and args.backend != "optuna":
+        raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
+                         f"(got --backend {args.backend})")
+    check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
-    results = []
+    # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
+    # before the first one trains.
+    sweeps = []
     for optimizer in args.optimizer:
-        settings = SweepSettings(space=args.space, optimizer=optimizer, seed=args.seed, configs=args.configs,
-                                 rungs=args.rungs or DEFAULT_RUNGS, cost_mode=args.cost_mode,
-                                 backward_ratio=args.backward_ratio)
-        with SweepProgress(settings, enabled=not args.quiet) as progress:
-            results.append(run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
-                                     resume=args.resume, progress=progress))
+        settings = SweepSettings(task=task, space=space, optimizer=optimizer, seed=args.seed, configs=args.configs,
+                                 rungs=args.rungs or DEFAULT_RUNGS, fraction=args.fraction or PROMOTED_FRACTION,
+                                 cost_mode=args.cost_mode, backward_ratio=args.backward_ratio)
+        sweeps.append(prepare_sweep(settings, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
+                                    resume=args.resume, data_dir=args.data_dir))
+    results = []
+    for sweep in sweeps:
+        with SweepProgress(sweep.settings, enabled=not args.quiet) as progress:
+            if args.backend == "ray":
+                from eve_search.integrations.ray import run_sweep_on_ray
+
+                results.append(run_sweep_on_ray(sweep, address=args.address, progress=progress))
+            elif args.backend == "optuna":
+                from eve_search.integrations.optuna import run_sweep_on_optuna
+
+                results.append(run_sweep_on_optuna(sweep, workers=args.workers or 1, progress=progress))
+            else:
+                results.append(sweep.run(progress))
     if not args.quiet:
         print_summary(results, storage)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary_json(results, args.space, args.seed, storage), indent=2))
+        args.json.write_text(json.dumps(summary_json(results, storage), indent=2))
     return 0
 
 
 def _rank(args: argparse.Namespace) -> int:
     import time
 
-    from eve_search.data import load_adult
     from eve_search.ranking_study import gather, study
     from eve_search.report import SweepProgress, print_rank_tables
-    from eve_search.sha import DEFAULT_RUNGS
+    from eve_search.sha import DEFAULT_RUNGS, PROMOTED_FRACTION
+    from eve_search.tasks import get_task, task_names
 
     if len(args.against) != 1 or args.against[0] == "eve":
         raise UsageError("eve-search rank adult: argument --against: expected one reference optimizer other than "
@@ -262,21 +386,29 @@ def _rank(args: argparse.Namespace) -> int:
         raise UsageError("eve-search rank adult: argument --backward-ratio: only the calibrated cost mode takes a "
                          "frozen ratio (got --cost-mode measured)")
     against = args.against[0]
-    data = load_adult(args.data_dir)
+    _import_plugins(args)
+    if args.task not in task_names():
+        raise UsageError(f"eve-search rank adult: argument --task: {args.task!r} is not a registered task (expected "
+                         f"one of {', '.join(task_names())}, or register it in a --plugin module)")
+    spaces = args.space or list(get_task(args.task).spaces)
+    if not spaces:
+        raise UsageError(f"eve-search rank adult: argument --space: task {args.task!r} names no default space")
+    check_output_path(args.json, "--json", "rank adult")
     storage = _storage_url(args)
     started = time.perf_counter()
-    settings = {"configs": args.configs, "rungs": args.rungs or DEFAULT_RUNGS, "cost_mode": args.cost_mode,
+    settings = {"task": args.task, "configs": args.configs, "rungs": args.rungs or DEFAULT_RUNGS,
+                "fraction": args.fraction or PROMOTED_FRACTION, "cost_mode": args.cost_mode,
                 "backward_ratio": args.backward_ratio}
     optimizers = sorted({"eve", against, "adamw"})
     reports, trained = {}, 0
-    for space in args.space:
-        sweeps = gather(space, optimizers, args.seeds, data, storage=storage,
+    for space in spaces:
+        sweeps = gather(space, optimizers, args.seeds, storage=storage, data_dir=args.data_dir,
                         checkpoint_dir=args.workdir / "checkpoints", settings=settings,
                         progress=lambda sweep: SweepProgress(sweep, enabled=not args.quiet))
         trained += sum(r.trained for by_seed in sweeps.values() for r in by_seed.values())
         reports[space] = study(sweeps, args.seeds, against)
     elapsed = time.perf_counter() - started
-    document = {"dataset": "adult", "seeds": args.seeds, "against": against, "storage": storage,
+    document = {"task": args.task, "seeds": args.seeds, "against": against, "storage": storage,
                 "wall_seconds": elapsed, "trained_trial_rungs": trained, "spaces": reports}
     if not args.quiet:
         print_rank_tables(document)
@@ -289,6 +421,7 @@ def _rank(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
     from eve_search._imports import MissingExtraError
+    from eve_search.checkpoint import CheckpointError
     from eve_search.data import AdultDataError
     from eve_search.store import StoreError
 
@@ -297,14 +430,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "bench":
             return _bench_throughput(args)
-        if args.command == "adult":
-            return _adult(args)
+        if args.command in ("adult", "sweep"):
+            return _sweep(args)
         if args.command == "rank":
             return _rank(args)
+        if args.command == "dashboard":
+            from eve_search.dashboard._cli import run as dashboard
+
+            return dashboard(args)
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
-    except (AdultDataError, StoreError, MissingExtraError) as error:
+    except (AdultDataError, StoreError, MissingExtraError, CheckpointError) as error:
         print(f"eve-search {args.command}: {error}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
+from eve_search.ledger import rank_order
+
 __all__ = [
     "Agreement",
     "agreement",
@@ -64,8 +66,8 @@ def _tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def top_config(scores: Scores) -> int:
-    """The best-scored configuration; ties go to the lower index (the SHA promotion tie-break)."""
-    return min(scores, key=lambda k: (-scores[k], k))
+    """The best-scored configuration, by the SHA promotion tie-break (ties: the lower index)."""
+    return rank_order(dict(sorted(scores.items())))[0]
 
 
 def top_config_rank(scores: Scores, reference: Scores) -> int:

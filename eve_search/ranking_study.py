@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from eve_search.ranking import Agreement, agreement, final_ordering, verdict
-from eve_search.sweep import ProgressCallback, SweepResult, SweepSettings, run_sweep
-from eve_search.trial import Splits
+from eve_search.sweep import ProgressCallback, SweepResult, SweepSettings, prepare_sweep
 
 __all__ = ["PAPER_TAUS", "Comparison", "comparisons", "gather", "study"]
 
@@ -56,29 +55,30 @@ def comparisons(against: str = "adam") -> list[Comparison]:
             Comparison(against, against, "next"), Comparison(against, "adamw", "same")]
 
 
-def gather(space: str, optimizers: list[str], seeds: list[int], data: Splits, *, storage: str, checkpoint_dir: Path,
-           settings: dict[str, Any],
+def gather(space: str, optimizers: list[str], seeds: list[int], *, storage: str, checkpoint_dir: Path,
+           settings: dict[str, Any], data_dir: Path | None = None,
            progress: Callable[[SweepSettings], AbstractContextManager[ProgressCallback | None]] | None = None,
            ) -> dict[str, dict[int, SweepResult]]:
     """Every (optimizer, seed) sweep of ``space``, from the store or trained now (resumably).
 
+    Every sweep is prepared (data loaded, store opened, settings checked) before the first trains.
     ``progress(settings)`` gives a context whose value is the sweep's progress callback.
     """
+    prepared = [prepare_sweep(SweepSettings(space=space, optimizer=optimizer, seed=seed, **settings), storage=storage,
+                              checkpoint_dir=checkpoint_dir, resume=True, data_dir=data_dir)
+                for seed in seeds for optimizer in optimizers]
     results: dict[str, dict[int, SweepResult]] = {name: {} for name in optimizers}
-    for seed in seeds:
-        for optimizer in optimizers:
-            sweep = SweepSettings(space=space, optimizer=optimizer, seed=seed, **settings)
-            with progress(sweep) if progress is not None else nullcontext() as update:
-                results[optimizer][seed] = run_sweep(sweep, data, storage=storage, checkpoint_dir=checkpoint_dir,
-                                                     resume=True, progress=update)
+    for sweep in prepared:
+        with progress(sweep.settings) if progress is not None else nullcontext() as update:
+            results[sweep.settings.optimizer][sweep.settings.seed] = sweep.run(update)
     return results
 
 
 def _rung_scores(result: SweepResult) -> dict[float, dict[int, float]]:
     rungs: dict[float, dict[int, float]] = {}
     for trial in result.trials:
-        for budget, accuracy in trial["val_acc"].items():
-            rungs.setdefault(float(budget), {})[trial["index"]] = accuracy
+        for budget, score in trial["scores"].items():
+            rungs.setdefault(int(budget), {})[trial["index"]] = score
     return rungs
 
 

@@ -48,11 +48,11 @@ class SweepProgress:
         elapsed = time.perf_counter() - self._started
         if phase == "training":
             budget = s.rungs[rung]
-            status = (f"rung {rung + 1}/{len(s.rungs)} (budget {budget:g}): {done}/{total} trials | best val acc "
-                      f"{best:.4f}")
+            shown = "-" if best is None else f"{best:.4f}"
+            status = f"rung {rung + 1}/{len(s.rungs)} (budget {budget:g}): {done}/{total} trials | best val {shown}"
         else:
             status = phase
-        return Text(f"{s.optimizer} on {s.dataset}/{s.space}, seed {s.seed} | {status} | {elapsed:.1f}s")
+        return Text(f"{s.optimizer} on {s.task}/{s.space}, seed {s.seed} | {status} | {elapsed:.1f}s")
 
     def update(self, phase: str, rung: int, done: int, total: int, best: float | None) -> None:
         if self._live is not None:
@@ -71,21 +71,36 @@ def time_ratio(results: list[SweepResult], numerator: str = "eve",
 
 
 def _describe(config: dict[str, Any]) -> str:
-    return f"{config['width']}x{config['depth']}, lr {config['lr']:.2e}, wd {config['weight_decay']:.1e}"
+    """A configuration in a few words: an MLP's shape first, then learning rate and weight decay."""
+    parts = [f"{config['width']}x{config['depth']}"] if {"width", "depth"} <= set(config) else []
+    parts += [f"{key} {value:.2e}" if isinstance(value, float) else f"{key} {value}"
+              for key, value in config.items() if key not in ("width", "depth", "lr", "weight_decay")]
+    if "lr" in config:
+        parts.append(f"lr {config['lr']:.2e}")
+    if "weight_decay" in config:
+        parts.append(f"wd {config['weight_decay']:.1e}")
+    return ", ".join(parts)
+
+
+def _metric_label(result: SweepResult) -> str:
+    return "acc" if result.metric == "accuracy" else result.metric
 
 
 def print_summary(results: list[SweepResult], storage: str, console: Console | None = None) -> None:
     # A pipe or a file gets a width that fits the table instead of rich's 80-column default.
     console = console or Console(width=None if Console().is_terminal else 160)
     first = results[0]
-    table = Table(title=f"UCI Adult, space {first.space}, training seed {first.seed}: synchronous SHA over "
+    title = "UCI Adult" if first.task == "adult" else f"task {first.task}"
+    label = _metric_label(first)
+    table = Table(title=f"{title}, space {first.space}, training seed {first.seed}: synchronous SHA over "
                         f"{len(first.trials)} configurations")
-    for column in ("optimizer", "wall s", "training s", "charged units", "best val acc found", "its test acc",
-                   "its configuration (rung)"):
+    for column in ("optimizer", "wall s", "training s", "charged units", f"best val {label} found",
+                   f"its test {label}", "its configuration (rung)"):
         table.add_column(column, justify="left" if column in ("optimizer", "its configuration (rung)") else "right")
     for r in results:
+        test = (r.best.get("test") or {}).get(r.metric)
         table.add_row(r.optimizer, f"{r.wall_seconds:.1f}", f"{r.training_seconds:.1f}", f"{r.charged_units:,.0f}",
-                      f"{r.best['val_acc']:.4f}", f"{r.best['test_acc']:.4f}",
+                      f"{r.best['score']:.4f}", "-" if test is None else f"{test:.4f}",
                       f"{_describe(r.best['config'])} ({r.best['budget']:g})")
     console.print(table)
     ratio = time_ratio(results)
@@ -102,15 +117,18 @@ def print_summary(results: list[SweepResult], storage: str, console: Console | N
     console.print(f"results store: {storage}", style="dim")
 
 
-def summary_json(results: list[SweepResult], space: str, seed: int, storage: str) -> dict[str, Any]:
+def summary_json(results: list[SweepResult], storage: str) -> dict[str, Any]:
+    """The ``--json`` document of one or several optimizers' sweeps of one task, space and seed."""
     ratio = time_ratio(results)
+    first = results[0]
     return {
-        "dataset": "adult",
-        "space": space,
-        "seed": seed,
+        "task": first.task,
+        "space": first.space,
+        "seed": first.seed,
+        "metric": first.metric,
         "storage": storage,
         "optimizers": {r.optimizer: {key: value for key, value in r.as_dict().items()
-                                     if key not in ("optimizer", "space", "seed")} for r in results},
+                                     if key not in ("task", "optimizer", "space", "seed", "metric")} for r in results},
         "eve_over_adam_time": ratio,
     }
 

@@ -1,10 +1,11 @@
-"""Synchronous successive halving: the rung rule, once, and the resumable in-process engine.
+"""The in-process engine of synchronous successive halving: a loop over the rung ledger.
 
-The rung rule is two small pure functions, :func:`check_rungs` and :func:`promote_top_fraction`;
-the engine here, the Ray Tune scheduler and the Optuna integration all call them. At each rung
-every survivor trains (resumed, never restarted) to the rung's cumulative budget and is scored on
-validation data; the top third (ceil, at least one) goes on. With 48 configurations and rungs
-100/300/900/2700/3000 the rungs hold 48, 16, 6, 2 and 1 trials (paper, Appendix "UCI Adult").
+The rung rule lives in :mod:`eve_search.ledger` (re-exported here); this module only moves trials:
+for each rung it trains every trial of the ledger's cohort that has not reported yet (resumed from
+its checkpoint, never restarted), records the result, feeds the ledger and applies its decision.
+A trial is checkpointed and dropped from memory as soon as its rung's work is done, so a sweep of a
+large model holds one model at a time. The Ray Tune scheduler and the Optuna pruner are two more
+drivers of the same ledger.
 
 Example:
     >>> promote_top_fraction({0: 0.80, 1: 0.85, 2: 0.85, 3: 0.70}, 1 / 3)
@@ -15,169 +16,153 @@ Example:
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eve_search.trial import Evaluation, Trial
+from eve_search.checkpoint import CheckpointError
+from eve_search.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    RungDecision,
+    RungLedger,
+    check_rungs,
+    promote_top_fraction,
+    promotion_count,
+    rung_sizes,
+)
+from eve_search.trial import Trial
 
 __all__ = [
     "DEFAULT_RUNGS",
     "PROMOTED_FRACTION",
+    "RungReport",
     "RungStore",
     "SynchronousSuccessiveHalving",
     "check_rungs",
     "promote_top_fraction",
+    "promotion_count",
     "rung_sizes",
 ]
-
-DEFAULT_RUNGS = (100.0, 300.0, 900.0, 2700.0, 3000.0)
-PROMOTED_FRACTION = 1.0 / 3.0
-
-
-def check_rungs(rungs: Sequence[float]) -> tuple[float, ...]:
-    """Cumulative rung budgets: positive and strictly increasing."""
-    values = tuple(float(r) for r in rungs)
-    if not values:
-        raise ValueError("Invalid rungs: () (expected at least one budget)")
-    if any(not (math.isfinite(r) and r > 0) for r in values) or any(b <= a for a, b in itertools.pairwise(values)):
-        raise ValueError(f"Invalid rungs: {', '.join(f'{r:g}' for r in values)} (expected positive, strictly "
-                         "increasing cumulative budgets)")
-    return values
-
-
-def promotion_count(survivors: int, fraction: float = PROMOTED_FRACTION) -> int:
-    """How many of ``survivors`` go on: ceil(survivors * fraction), at least one."""
-    if not 0 < fraction <= 1:
-        raise ValueError(f"Invalid fraction: {fraction!r} (expected a number in (0, 1])")
-    return max(1, math.ceil(survivors * fraction - 1e-9))
-
-
-def promote_top_fraction(scores: Mapping[int, float], fraction: float = PROMOTED_FRACTION) -> list[int]:
-    """The keys of the best ``ceil(len(scores) * fraction)`` scores (higher is better), in rank order.
-
-    Ties are broken by the lower key (the configuration sampled first), so the outcome never depends
-    on the order in which trials finished. A NaN score ranks last.
-    """
-    def rank(key: int) -> tuple[float, int]:
-        score = scores[key]
-        return (-score if not math.isnan(score) else math.inf, key)
-
-    return sorted(scores, key=rank)[: promotion_count(len(scores), fraction)]
-
-
-def rung_sizes(trials: int, rungs: Sequence[float], fraction: float = PROMOTED_FRACTION) -> list[int]:
-    """How many trials each rung trains."""
-    sizes = [trials]
-    for _ in rungs[1:]:
-        sizes.append(promotion_count(sizes[-1], fraction))
-    return sizes
 
 
 class RungStore(Protocol):
     """Where the engine keeps results and checkpoints, so that a killed sweep resumes exactly."""
 
-    def recorded(self, index: int, budget: float) -> float | None:
-        """The validation accuracy recorded for trial ``index`` at ``budget``, if any."""
+    def rung_details(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """Per trial index, per rung budget: the details recorded (``score`` at least)."""
 
-    def checkpoint(self, index: int) -> dict[str, Any] | None:
-        """The trial's latest saved state, if any."""
+    def checkpoint_path(self, index: int) -> Any:
+        """Where trial ``index``'s latest state is saved."""
 
-    def record(self, index: int, budget: float, evaluation: Evaluation, trial: Trial) -> None:
-        """Save the trial's state (atomically), then its result at this rung."""
+    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes) -> None:
+        """Save the checkpoint (atomically), then the result at this rung."""
 
-    def eliminate(self, indices: Sequence[int], budget: float) -> None:
-        """These trials stop at ``budget``."""
+    def eliminate(self, indices: list[int]) -> None:
+        """These trials stop at their rung."""
 
-    def finish(self, index: int, budget: float, accuracy: float) -> None:
+    def complete(self, index: int, score: float) -> None:
         """This trial completed the last rung."""
 
 
 @dataclass
 class RungReport:
-    """What happened at one rung: its budget, the trials it trained and those promoted."""
+    """What happened at one rung: its budget, the trials it trained, their scores, those promoted."""
 
-    budget: float
+    budget: int
     trials: list[int]
     scores: dict[int, float]
     promoted: list[int]
 
 
+Details = Callable[[Trial, dict[str, float]], dict[str, Any]]
+
+
 class SynchronousSuccessiveHalving:
-    """Run SHA over ``trials`` configurations with the rung rule above.
+    """Run SHA over ``trials`` configurations, one trial in memory at a time.
 
     Args:
         trials: number of configurations (indices 0..trials-1).
         make_trial: builds a fresh :class:`~eve_search.trial.Trial` for an index.
         store: results and checkpoints (see :class:`RungStore`).
-        rungs: cumulative budgets; ``fraction``: promoted share.
-        on_result: called after every trial result with (rung number, index, accuracy, resumed).
-
-    Trials stay in memory between rungs; after a restart each one is rebuilt from its checkpoint.
+        rungs: cumulative budgets; ``fraction``: promoted share; ``mode``: ``"max"`` or ``"min"``.
+        details: extra details recorded with a result, from the trial and its validation metrics
+            (e.g. test metrics of a new best); the score, metrics, charged units and wall seconds are
+            always recorded.
+        on_result: called after every trial result with (rung number, index, score, resumed).
     """
 
     def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,
-                 rungs: Sequence[float] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION,
+                 rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION, mode: str = "max",
+                 details: Details | None = None,
                  on_result: Callable[[int, int, float, bool], None] | None = None) -> None:
-        if not isinstance(trials, int) or trials < 1:
+        if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
             raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
         self.trials = trials
         self.make_trial = make_trial
         self.store = store
-        self.rungs = check_rungs(rungs)
-        self.fraction = fraction
-        promotion_count(trials, fraction)  # validates fraction
+        self.ledger = RungLedger(rungs, fraction, mode, trials=range(trials))
+        self.rungs = self.ledger.rungs
+        self.details = details
         self.on_result = on_result
-        self._live: dict[int, Trial] = {}
 
-    def trial(self, index: int) -> Trial:
-        """The live trial of ``index``, rebuilt from its checkpoint if this process has not trained it."""
-        trial = self._live.get(index)
-        if trial is None:
-            trial = self.make_trial(index)
-            state = self.store.checkpoint(index)
-            if state is not None:
-                trial.load_state_dict(state)
-            self._live[index] = trial
+    def load_trial(self, index: int) -> Trial:
+        """Trial ``index`` rebuilt from its checkpoint; from the start when there is none or it is
+        unusable (corrupt, truncated, another sweep's): the engine then replays it exactly."""
+        trial = self.make_trial(index)
+        path = self.store.checkpoint_path(index)
+        if path.exists():
+            try:
+                trial.load(path)
+            except CheckpointError:
+                trial = self.make_trial(index)
         return trial
+
+    def _train(self, index: int, rung: int) -> float:
+        trial = self.load_trial(index)
+        # A trial always passes through every earlier rung budget in order (each one is a stopping
+        # point of its trajectory), so a stale or missing checkpoint is replayed into exactly the
+        # state an uninterrupted sweep had.
+        for earlier in self.rungs[:rung]:
+            if trial.budget < earlier:
+                trial.train_to(earlier)
+        budget = self.rungs[rung]
+        trial.train_to(budget)
+        metrics = trial.evaluate()
+        score = trial.score(metrics)
+        details = {"score": score, "val": metrics, "charged_units": trial.charged_units,
+                   "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
+        if self.details is not None:
+            details.update(self.details(trial, metrics))
+        self.store.record(index, budget, details, trial.to_bytes())
+        return score
 
     def run(self) -> list[RungReport]:
         """Train every rung (skipping results already recorded); return one report per rung."""
+        recorded = self.store.rung_details()
         reports = []
-        survivors = list(range(self.trials))
         for rung, budget in enumerate(self.rungs):
-            scores: dict[int, float] = {}
-            for index in survivors:
-                accuracy = self.store.recorded(index, budget)
-                resumed = accuracy is not None
-                if accuracy is None:
-                    trial = self.trial(index)
-                    # A trial always passes through every earlier rung budget in order (each one is a
-                    # stopping point of its trajectory), so a stale or missing checkpoint is replayed
-                    # into exactly the state an uninterrupted sweep had.
-                    for earlier in self.rungs[:rung]:
-                        if trial.budget < earlier:
-                            trial.train_to(earlier)
-                    trial.train_to(budget)
-                    evaluation = trial.evaluate()
-                    self.store.record(index, budget, evaluation, trial)
-                    accuracy = evaluation.accuracy
-                scores[index] = accuracy
+            for index in self.ledger.cohort(rung):
+                saved = recorded.get(index, {}).get(budget)
+                resumed = saved is not None
+                score = float(saved["score"]) if resumed else self._train(index, rung)
+                self.ledger.report(index, rung, score)
                 if self.on_result is not None:
-                    self.on_result(rung, index, accuracy, resumed)
-            last = rung == len(self.rungs) - 1
-            promoted = promote_top_fraction(scores, self.fraction) if not last else sorted(scores, key=survivors.index)
-            reports.append(RungReport(budget=budget, trials=list(survivors), scores=scores,
-                                      promoted=[] if last else promoted))
-            if last:
-                for index in survivors:
-                    self.store.finish(index, budget, scores[index])
-            else:
-                stopped = [index for index in survivors if index not in promoted]
-                self.store.eliminate(stopped, budget)
-                for index in stopped:
-                    self._live.pop(index, None)
-                survivors = promoted
+                    self.on_result(rung, index, score, resumed)
+            decision = self.ledger.decide(rung)
+            reports.append(self._apply(decision))
         return reports
+
+    def _apply(self, decision: RungDecision | None) -> RungReport:
+        if decision is None:  # every trial reported, so the ledger always decides
+            raise RuntimeError("the rung ledger could not decide a rung whose cohort has reported")
+        scores = self.ledger.scores(decision.rung)
+        last = decision.rung == len(self.rungs) - 1
+        if last:
+            for index in decision.stopped:
+                self.store.complete(index, scores[index])
+        else:
+            self.store.eliminate(decision.stopped)
+        trained = self.ledger.cohort(decision.rung)
+        return RungReport(budget=decision.budget, trials=trained, scores={i: scores[i] for i in trained},
+                          promoted=list(decision.promoted))

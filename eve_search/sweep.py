@@ -1,13 +1,18 @@
 """One sweep, end to end: sample the configurations, calibrate the cost, run SHA, summarize.
 
-A sweep is (dataset, search space, optimizer, training seed): the same configurations for every
+A sweep is (task, search space, optimizer, training seed): the same configurations for every
 optimizer, the same initial weights and batches for every optimizer at a given training seed. Its
 results and checkpoints live in a :class:`~eve_search.store.SweepStore`, so a killed sweep resumes
 and ends exactly as an uninterrupted one would.
+
+:func:`prepare_sweep` does everything that can fail on bad input (the task's data, the store, the
+settings) before any training; :meth:`Sweep.run` trains. Drivers other than the in-process engine
+(Ray Tune, Optuna workers) take the same :class:`Sweep` and use its trials, store and result.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -16,32 +21,24 @@ from typing import Any
 
 import torch
 
+from eve_search.ledger import DEFAULT_RUNGS, PROMOTED_FRACTION, check_fraction, check_rungs, rank_order
 from eve_search.models import mlp
-from eve_search.optim import make_optimizer
-from eve_search.sha import (
-    DEFAULT_RUNGS,
-    SynchronousSuccessiveHalving,
-    check_rungs,
-    rung_sizes,
-)
+from eve_search.optim import make_optimizer, optimizer_names
+from eve_search.sha import RungReport, SynchronousSuccessiveHalving
 from eve_search.spaces import Config, get_space
 from eve_search.store import SweepStore, study_name
-from eve_search.trial import Splits, Trial
+from eve_search.tasks import Splits, Task, get_task
+from eve_search.trial import Trial
 
-__all__ = ["SweepResult", "SweepSettings", "architecture_key", "run_sweep"]
-
-
-def architecture_key(config: Config) -> str:
-    """Configurations with the same key train the same-shaped network (same cost per pass)."""
-    return f"{int(config['width'])}x{int(config['depth'])}"
+__all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep"]
 
 
 @dataclass(frozen=True)
 class SweepSettings:
     """Everything that defines a sweep; resuming with other settings is refused.
 
-    ``backward_ratio`` pins the calibrated ratio for every architecture (reproducible across
-    machines and runs); None measures it once per architecture at the start of the sweep.
+    ``backward_ratio`` pins the calibrated ratio for every model shape (reproducible across
+    machines and runs); None measures it once per shape (the task's ``cost_key``) at the start.
     """
 
     space: str
@@ -49,24 +46,41 @@ class SweepSettings:
     seed: int = 0
     config_seed: int = 0
     configs: int = 48
-    rungs: tuple[float, ...] = DEFAULT_RUNGS
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    fraction: float = PROMOTED_FRACTION
     cost_mode: str = "calibrated"
     backward_ratio: float | None = None
-    dataset: str = "adult"
+    task: str = "adult"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rungs", check_rungs(self.rungs))
+        object.__setattr__(self, "fraction", check_fraction(self.fraction))
+        if self.optimizer not in optimizer_names():
+            raise ValueError(f"Invalid optimizer: {self.optimizer!r} (expected one of {', '.join(optimizer_names())})")
+        get_space(self.space)
+        for name in ("seed", "config_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
+        if isinstance(self.configs, bool) or not isinstance(self.configs, int) or self.configs < 1:
+            raise ValueError(f"Invalid configs: {self.configs!r} (expected an int >= 1)")
+        if self.cost_mode not in ("calibrated", "measured"):
+            raise ValueError(f"Invalid cost_mode: {self.cost_mode!r} (expected 'calibrated' or 'measured')")
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "
                              "takes a frozen ratio)")
+        if self.backward_ratio is not None and not (math.isfinite(self.backward_ratio) and self.backward_ratio > 0):
+            raise ValueError(f"Invalid backward_ratio: {self.backward_ratio!r} (expected a finite number > 0)")
 
     @property
     def name(self) -> str:
-        return study_name(self.dataset, self.space, self.optimizer, self.seed, self.config_seed)
+        return study_name(self.task, self.space, self.optimizer, self.seed, self.config_seed)
 
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["rungs"] = list(self.rungs)
+        task = get_task(self.task)
+        values.update(metric=task.metric, mode=task.mode)
         return values
 
 
@@ -74,14 +88,16 @@ class SweepSettings:
 class SweepResult:
     """A finished sweep, as printed and written by ``--json``.
 
-    ``best`` is the best validation accuracy found at any rung (the paper's "best validation
-    accuracy found"), with its configuration, rung budget and test accuracy; ``winner`` is the
-    configuration SHA kept to the last rung, with its final validation and test accuracy.
+    ``best`` is the best validation score found at any rung (the paper's "best validation accuracy
+    found"), with its configuration, rung budget and test metrics; ``winner`` is the configuration
+    SHA kept to the last rung, with its final validation score and test metrics.
     """
 
+    task: str
     optimizer: str
     space: str
     seed: int
+    metric: str
     wall_seconds: float
     training_seconds: float
     charged_units: float
@@ -100,23 +116,6 @@ class SweepResult:
 ProgressCallback = Callable[[str, int, int, int, float | None], None]
 
 
-def _calibrated_ratios(settings: SweepSettings, configs: list[Config], data: Splits,
-                       store: SweepStore) -> dict[str, float]:
-    """One frozen backward/forward ratio per architecture, measured before any training (SPEC 2)."""
-    ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
-    for index, config in enumerate(configs):
-        key = architecture_key(config)
-        if key in ratios:
-            continue
-        if settings.backward_ratio is not None:
-            ratios[key] = settings.backward_ratio
-        else:
-            ratios[key] = Trial(config, data, settings.optimizer, seed=settings.seed, index=index,
-                                cost_mode="measured").calibrate()
-        store.set("backward_ratios", ratios)  # stored at once: a resumed sweep charges identically
-    return ratios
-
-
 def _warm_up(optimizer: str) -> None:
     """Pay one-time costs (lazy imports inside torch.optim, first-call kernel setup) before the
     sweep's clock starts, so that whichever sweep a process runs first is not charged for them."""
@@ -127,74 +126,152 @@ def _warm_up(optimizer: str) -> None:
         opt.step(lambda: torch.nn.functional.cross_entropy(model(x), y))
 
 
-def run_sweep(settings: SweepSettings, data: Splits, *, storage: str, checkpoint_dir: Path, resume: bool = False,
-              progress: ProgressCallback | None = None) -> SweepResult:
-    """Run (or resume, or just report) one sweep.
+class Sweep:
+    """A prepared sweep: its task and data, configurations, store and the trials' factory.
+
+    Build it with :func:`prepare_sweep`; :meth:`run` trains it in this process.
+    """
+
+    def __init__(self, settings: SweepSettings, task: Task, data: Splits, configs: list[Config],
+                 store: SweepStore) -> None:
+        self.settings = settings
+        self.task = task
+        self.data = data
+        self.configs = configs
+        self.store = store
+        self.ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
+        self._started = time.perf_counter()
+        self._elapsed_before = float(store.get("wall_seconds", 0.0))
+        self._best: float | None = None
+
+    def elapsed(self) -> float:
+        """Wall seconds of this sweep, over every run of it (a resumed sweep adds to the stored time)."""
+        return self._elapsed_before + time.perf_counter() - self._started
+
+    def calibrate(self) -> dict[str, float]:
+        """One frozen backward/forward ratio per model shape, measured before any training (paper,
+        Appendix "Evaluation-Cost Accounting"; see :class:`~eve_search.budget.CostMeter`)."""
+        s = self.settings
+        if s.cost_mode != "calibrated":
+            return {}
+        for index, config in enumerate(self.configs):
+            key = self.task.cost_key(config)
+            if key in self.ratios:
+                continue
+            if s.backward_ratio is not None:
+                self.ratios[key] = s.backward_ratio
+            else:
+                self.ratios[key] = Trial(self.task, config, s.optimizer, seed=s.seed, index=index,
+                                         cost_mode="measured", data=self.data).calibrate()
+            self.store.set("backward_ratios", self.ratios)  # stored at once: a resumed sweep charges identically
+        return self.ratios
+
+    def make_trial(self, index: int) -> Trial:
+        """A fresh trial of configuration ``index`` (calibrate first in calibrated mode)."""
+        s = self.settings
+        config = self.configs[index]
+        return Trial(self.task, config, s.optimizer, seed=s.seed, index=index, cost_mode=s.cost_mode,
+                     backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
+                     else None, data=self.data, owner=self.store.sweep_id)
+
+    def test_details(self, trial: Trial, metrics: dict[str, float]) -> dict[str, Any]:
+        """The test metrics of a new best validation score, taken while these weights exist (an
+        eliminated trial's checkpoint is deleted). Only strict improvements are scored, so the test
+        set is touched a handful of times per sweep."""
+        score = trial.score(metrics)
+        if self._best is None:  # after a restart: the best recorded so far
+            recorded = dict(enumerate(d["score"] for rungs in self.store.rung_details().values()
+                                      for d in rungs.values()))
+            self._best = recorded[rank_order(recorded, self.task.mode)[0]] if recorded else None
+        better = (self._best is None or math.isnan(self._best) or
+                  (score > self._best if self.task.mode == "max" else score < self._best))
+        if not better or math.isnan(score):
+            return {}
+        self._best = score
+        return {"test": trial.evaluate("test")}
+
+    def run(self, progress: ProgressCallback | None = None) -> SweepResult:
+        """Calibrate, train every rung not yet in the store, and summarize."""
+        _warm_up(self.settings.optimizer)
+        self._started = time.perf_counter()
+        if progress is not None:
+            progress("calibrating", 0, 0, 0, None)
+        self.calibrate()
+        s = self.settings
+        sizes = [len(self.configs)]
+        state = {"done": 0, "rung": 0, "best": None, "trained": 0}
+        sign = 1.0 if self.task.mode == "max" else -1.0
+
+        def on_result(rung: int, index: int, score: float, resumed: bool) -> None:
+            if rung != state["rung"]:
+                state.update(rung=rung, done=0)
+                sizes.append(len(engine.ledger.cohort(rung)))
+            state["done"] += 1
+            if not math.isnan(score) and (state["best"] is None or sign * score > sign * state["best"]):
+                state["best"] = score
+            if not resumed:
+                state["trained"] += 1
+                self.store.set("wall_seconds", self.elapsed())
+            if progress is not None:
+                progress("training", rung, state["done"], sizes[rung], state["best"])
+
+        engine = SynchronousSuccessiveHalving(len(self.configs), self.make_trial, self.store, rungs=s.rungs,
+                                              fraction=s.fraction, mode=self.task.mode, details=self.test_details,
+                                              on_result=on_result)
+        reports = engine.run()
+        winner = self.store.get("winner")
+        if winner is None:
+            final = reports[-1]
+            index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
+            trial = engine.load_trial(index)
+            winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+            self.store.set("winner", winner)
+            self.store.set("wall_seconds", self.elapsed())
+        return self.result(reports, winner, trained=state["trained"])
+
+    def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:
+        """The summary of a finished sweep from its rung reports and the store."""
+        s = self.settings
+        details = self.store.rung_details()
+        best = self.store.best_found(details, self.task.mode)
+        last_rung = {index: rungs[max(rungs)] for index, rungs in details.items() if rungs}
+        return SweepResult(
+            task=s.task, optimizer=s.optimizer, space=s.space, seed=s.seed, metric=self.task.metric,
+            wall_seconds=float(self.store.get("wall_seconds", 0.0)),
+            training_seconds=sum(d["wall_seconds"] for d in last_rung.values()),
+            charged_units=sum(d["charged_units"] for d in last_rung.values()),
+            cost_mode=s.cost_mode,
+            backward_ratios=dict(self.ratios),
+            best={**best, "config": self.configs[best["index"]]},
+            winner={"index": winner["index"], "config": self.configs[winner["index"]],
+                    "score": winner["score"], "test": winner["test"]},
+            rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
+            trials=[{"index": index, "config": self.configs[index],
+                     "scores": {str(budget): d["score"] for budget, d in sorted(details.get(index, {}).items())}}
+                    for index in range(len(self.configs))],
+            trained=trained,
+        )
+
+
+def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,
+                  data_dir: Path | None = None, task: Task | None = None) -> Sweep:
+    """Load the task's data and open the sweep's store: everything that can fail on bad input, before
+    any training. ``task`` overrides the registry lookup of ``settings.task``."""
+    task = get_task(settings.task) if task is None else task
+    data = task.data(data_dir)
+    space = get_space(settings.space)
+    configs = space.sample(settings.configs, settings.config_seed)
+    store = SweepStore(storage, settings.name, configs, space, checkpoint_dir, settings.as_dict(),
+                       direction="maximize" if task.mode == "max" else "minimize", resume=resume)
+    return Sweep(settings, task, data, configs, store)
+
+
+def run_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,
+              data_dir: Path | None = None, progress: ProgressCallback | None = None) -> SweepResult:
+    """Prepare and run (or resume, or just report) one sweep in this process.
 
     Args:
         progress: called as (phase, rung number, trials done in the rung, trials in the rung, best so far).
     """
-    configs = get_space(settings.space).sample(settings.configs, settings.config_seed)
-    store = SweepStore(storage, settings.name, configs, checkpoint_dir, settings.as_dict(), resume=resume)
-    _warm_up(settings.optimizer)
-    started = time.perf_counter()
-    elapsed_before = float(store.get("wall_seconds", 0.0))
-
-    def elapsed() -> float:
-        return elapsed_before + time.perf_counter() - started
-
-    if progress is not None:
-        progress("calibrating", 0, 0, 0, None)
-    ratios = _calibrated_ratios(settings, configs, data, store) if settings.cost_mode == "calibrated" else {}
-
-    def make_trial(index: int) -> Trial:
-        config = configs[index]
-        return Trial(config, data, settings.optimizer, seed=settings.seed, index=index, cost_mode=settings.cost_mode,
-                     backward_ratio=ratios.get(architecture_key(config)))
-
-    sizes = rung_sizes(settings.configs, settings.rungs)
-    state = {"done": 0, "rung": 0, "best": None, "trained": 0}
-
-    def on_result(rung: int, index: int, accuracy: float, resumed: bool) -> None:
-        if rung != state["rung"]:
-            state.update(rung=rung, done=0)
-        state["done"] += 1
-        state["best"] = accuracy if state["best"] is None else max(state["best"], accuracy)
-        if not resumed:
-            state["trained"] += 1
-            store.set("wall_seconds", elapsed())
-        if progress is not None:
-            progress("training", rung, state["done"], sizes[rung], state["best"])
-
-    engine = SynchronousSuccessiveHalving(len(configs), make_trial, store, rungs=settings.rungs, on_result=on_result)
-    reports = engine.run()
-    final = reports[-1]
-    winner = max(final.trials, key=lambda index: (final.scores[index], -index))
-    winner_test = store.get("winner_test_accuracy")
-    if winner_test is None:
-        winner_test = engine.trial(winner).evaluate("test").accuracy
-        store.set("winner_test_accuracy", winner_test)
-        store.set("wall_seconds", elapsed())
-    wall_seconds = float(store.get("wall_seconds"))
-
-    details = store.rung_details()
-    best = store.best_found(details)
-    last_rung = {index: rungs[max(rungs)] for index, rungs in details.items() if rungs}
-    return SweepResult(
-        optimizer=settings.optimizer,
-        space=settings.space,
-        seed=settings.seed,
-        wall_seconds=wall_seconds,
-        training_seconds=sum(d["wall_seconds"] for d in last_rung.values()),
-        charged_units=sum(d["charged_units"] for d in last_rung.values()),
-        cost_mode=settings.cost_mode,
-        backward_ratios=ratios,
-        best={**best, "config": configs[best["index"]]},
-        winner={"index": winner, "config": configs[winner], "val_acc": final.scores[winner], "test_acc": winner_test},
-        rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
-        trials=[{"index": index, "config": configs[index],
-                 "val_acc": {f"{budget:g}": d["val_acc"] for budget, d in sorted(details[index].items())}}
-                for index in range(len(configs))],
-        trained=state["trained"],
-    )
-
+    return prepare_sweep(settings, storage=storage, checkpoint_dir=checkpoint_dir, resume=resume,
+                         data_dir=data_dir).run(progress)

@@ -1,48 +1,31 @@
 """One configuration's training run: the unit every search driver shares.
 
-A :class:`Trial` owns its model, its optimizer (EvE or a baseline from the registry), its
-:class:`~eve_search.budget.CostMeter`, its minibatch stream and every random generator, all derived
-from (training seed, configuration index). ``train_to(budget)`` raises the budget and trains until
-the meter reaches it; calling it again with a larger budget continues, never restarts.
-``state_dict`` captures everything, so save, load and continue equals never stopping, bit for bit.
+A :class:`Trial` trains one configuration of a :class:`~eve_search.tasks.Task` with one optimizer (EvE
+or a baseline from the registry). It owns its model, optimizer, :class:`~eve_search.budget.CostMeter`,
+minibatch stream and every random generator, all derived from (training seed, configuration index).
+``train_to(budget)`` raises the budget and trains until the meter reaches it; calling it again with a
+larger budget continues, never restarts. ``save``/``load`` (a file, atomically) and
+``to_bytes``/``load_bytes`` capture everything, so save, load and continue equals never stopping, bit
+for bit; loading never executes code (see :mod:`eve_search.checkpoint`).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
 from eve_search.batches import BatchStream
 from eve_search.budget import CostMeter
-from eve_search.models import mlp
+from eve_search.checkpoint import FORMAT, CheckpointError, load_state, save_atomically, state_bytes
 from eve_search.optim import make_optimizer
-from eve_search.spaces import Config, hidden_layers
+from eve_search.tasks import Config, Splits, Task, get_task
 
-__all__ = ["Evaluation", "Splits", "Trial", "trial_seeds"]
-
-BATCH_SIZE = 256
-
-
-class Splits(Protocol):
-    """Train/validation/test tensors (``eve_search.data.AdultSplits`` is one)."""
-
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_val: torch.Tensor
-    y_val: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    accuracy: float
-    loss: float
+__all__ = ["Trial", "trial_seeds"]
 
 
 def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
@@ -55,79 +38,94 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
     return tuple(int(s) for s in states)  # type: ignore[return-value]
 
 
+def _check_whole(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
+    return int(value)
+
+
 class Trial:
-    """Train one configuration with one optimizer under an evaluation-cost budget.
+    """Train one configuration of a task with one optimizer under an evaluation-cost budget.
 
     Args:
-        config: a configuration of a search space (``lr``, ``weight_decay``, ``width``, ``depth``).
-        data: the splits; the model has as many inputs as ``data.x_train`` has columns.
+        task: a :class:`~eve_search.tasks.Task` or the name of a registered one.
+        config: a configuration of a search space; ``lr`` and ``weight_decay`` (default 0) go to the
+            optimizer, the rest to the task's model factory.
         optimizer: a registry name (``eve``, ``adam``, ...).
         seed: the training seed; ``index``: the configuration's index in its sweep.
         cost_mode, backward_ratio: see :class:`~eve_search.budget.CostMeter`.
+        data: the task's splits (default: ``task.data()``).
+        owner: what the trial belongs to (a sweep's id); a checkpoint of another owner is refused.
 
     Example:
-        >>> from eve_search.data import load_adult
         >>> from eve_search.trial import Trial
         >>> config = {"lr": 3e-3, "weight_decay": 5e-4, "width": 64, "depth": 1}
-        >>> trial = Trial(config, load_adult(), "eve", seed=0, index=0, cost_mode="calibrated",
-        ...               backward_ratio=2.0)
+        >>> trial = Trial("adult", config, "eve", seed=0, index=0, backward_ratio=2.0)
         >>> trial.train_to(100)
-        >>> trial.charged_units >= 100, 0.5 < trial.evaluate().accuracy <= 1.0
+        >>> trial.charged_units >= 100, 0.5 < trial.evaluate()["accuracy"] <= 1.0
         (True, True)
+        >>> copy = Trial("adult", config, "eve", seed=0, index=0, backward_ratio=2.0)
+        >>> copy.load_bytes(trial.to_bytes())
+        >>> copy.train_to(200); trial.train_to(200)
+        >>> copy.evaluate() == trial.evaluate()
+        True
     """
 
-    def __init__(self, config: Config, data: Splits, optimizer: str, *, seed: int, index: int,
-                 cost_mode: str = "calibrated", backward_ratio: float | None = None,
-                 batch_size: int = BATCH_SIZE) -> None:
+    def __init__(self, task: Task | str, config: Config, optimizer: str, *, seed: int, index: int,
+                 cost_mode: str = "calibrated", backward_ratio: float | None = None, data: Splits | None = None,
+                 owner: str = "") -> None:
+        self.task = get_task(task) if isinstance(task, str) else task
+        if not isinstance(self.task, Task):
+            raise TypeError(f"Invalid task: {task!r} (expected a Task or a registered task name)")
         self.config = dict(config)
-        self.data = data
+        for key in ("lr",):
+            if key not in self.config:
+                raise ValueError(f"Invalid config: {self.config!r} (expected an 'lr' key)")
         self.optimizer_name = optimizer
-        self.seed = seed
-        self.index = index
-        init_seed, batch_seed, optimizer_seed = trial_seeds(seed, index)
-        classes = int(max(data.y_train.max(), data.y_val.max())) + 1
-        self.model = mlp(data.x_train.shape[1], hidden_layers(config), classes,
-                         generator=torch.Generator().manual_seed(init_seed))
+        self.seed = _check_whole("seed", seed)
+        self.index = _check_whole("index", index)
+        self.owner = str(owner)
+        self.data = self.task.data() if data is None else data
+        init_seed, batch_seed, optimizer_seed = trial_seeds(self.seed, self.index)
+        self.model = self.task.build_model(self.config, self.data, torch.Generator().manual_seed(init_seed))
         self.meter = CostMeter(mode=cost_mode, backward_ratio=backward_ratio)
-        self.optimizer = make_optimizer(optimizer, self.model.parameters(), lr=float(config["lr"]),
-                                        weight_decay=float(config["weight_decay"]), meter=self.meter,
-                                        seed=optimizer_seed)
-        self.stream = BatchStream(data.x_train, data.y_train, batch_size,
+        self.optimizer = make_optimizer(optimizer, [p for p in self.model.parameters() if p.requires_grad],
+                                        lr=float(self.config["lr"]),
+                                        weight_decay=float(self.config.get("weight_decay", 0.0)),
+                                        meter=self.meter, seed=optimizer_seed)
+        self.stream = BatchStream(self.data.x_train, self.data.y_train, self.task.batch_size,
                                   generator=torch.Generator().manual_seed(batch_seed))
-        self.budget = 0.0
+        self.budget = 0
         self.wall_seconds = 0.0
 
     @property
     def charged_units(self) -> float:
         return self.meter.cost
 
-    def _loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cross_entropy(self.model(x), y)
-
-    def train_to(self, budget: float) -> None:
+    def train_to(self, budget: int) -> None:
         """Raise the budget to ``budget`` units and train until the meter reaches it."""
+        if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer)) or budget != int(budget):
+            raise ValueError(f"Invalid budget: {budget!r} (expected a whole number of evaluation units)")
         if not budget >= self.budget:
             raise ValueError(f"Invalid budget: {budget} (a trial resumes, so it must be >= its current "
                              f"budget {self.budget})")
         self.meter.set_budget(budget)
-        self.budget = float(budget)
+        self.budget = int(budget)
+        model, loss, stream, optimizer, meter = self.model, self.task.loss, self.stream, self.optimizer, self.meter
         start = time.perf_counter()
-        while not self.meter.exhausted:
-            x, y = self.stream.next()
-            self.optimizer.step(lambda: self._loss(x, y))
+        while not meter.exhausted:
+            x, y = stream.next()
+            optimizer.step(lambda: loss(model, x, y))
         self.wall_seconds += time.perf_counter() - start
 
-    @torch.inference_mode()
-    def evaluate(self, split: str = "val") -> Evaluation:
-        """Accuracy and mean cross-entropy on ``split`` (EvE: its member with the lowest recorded value,
-        which the module holds after every step)."""
-        if split not in ("val", "test"):
-            raise ValueError(f"Invalid split: {split!r} (expected 'val' or 'test')")
-        x, y = (self.data.x_val, self.data.y_val) if split == "val" else (self.data.x_test, self.data.y_test)
-        logits = self.model(x)
-        loss = torch.nn.functional.cross_entropy(logits, y).item()
-        accuracy = (logits.argmax(dim=1) == y).double().mean().item()
-        return Evaluation(accuracy=accuracy, loss=loss)
+    def evaluate(self, split: str = "val") -> dict[str, float]:
+        """The task's metrics on ``split`` (EvE: its member with the lowest recorded value, which the
+        module holds after every step)."""
+        return self.task.evaluate(self.model, self.data, split)
+
+    def score(self, metrics: dict[str, float]) -> float:
+        """The metric the search ranks by, out of :meth:`evaluate`'s result."""
+        return metrics[self.task.metric]
 
     def calibrate(self, units: float = 200.0, chunks: int = 5) -> float:
         """The backward/forward ratio this trial's training loop is charged on average under the
@@ -140,23 +138,27 @@ class Trial:
         of their ratios is kept: one scheduler hiccup during a few passes of a small network would
         otherwise move the ratio of the whole run by a third or more.
         """
-        probe = Trial(self.config, self.data, self.optimizer_name, seed=self.seed, index=self.index,
-                      cost_mode="measured", batch_size=self.stream.batch_size)
+        probe = Trial(self.task, self.config, self.optimizer_name, seed=self.seed, index=self.index,
+                      cost_mode="measured", data=self.data)
         meter = probe.meter
         ratios = []
         for k in range(1, chunks + 1):
             before = meter.pass_totals()
-            probe.train_to(units * k / chunks)
+            probe.train_to(round(units * k / chunks))
             if meter.backward_passes > before.backward_passes and meter.forward_points > before.forward_points:
                 ratios.append(meter.measured_ratio(since=before))
         return statistics.median(ratios) if ratios else meter.measured_ratio()
 
+    # State ------------------------------------------------------------------------------------------
+
+    def _identity(self) -> dict[str, Any]:
+        return {"task": self.task.name, "config": self.config, "optimizer_name": self.optimizer_name,
+                "seed": self.seed, "index": self.index, "owner": self.owner}
+
     def state_dict(self) -> dict[str, Any]:
         return {
-            "config": self.config,
-            "optimizer_name": self.optimizer_name,
-            "seed": self.seed,
-            "index": self.index,
+            "format": FORMAT,
+            **self._identity(),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "meter": self.meter.state_dict(),
@@ -166,12 +168,46 @@ class Trial:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        mismatch = [key for key in ("config", "optimizer_name", "seed", "index") if state[key] != getattr(self, key)]
+        """Continue from ``state``; one that belongs to another trial or sweep raises :class:`CheckpointError`."""
+        if state.get("format") != FORMAT:
+            raise CheckpointError(f"checkpoint format {state.get('format')!r} is not {FORMAT!r}")
+        identity = self._identity()
+        mismatch = [key for key, value in identity.items() if state.get(key) != value]
         if mismatch:
-            raise ValueError(f"checkpoint belongs to another trial: {', '.join(mismatch)} differ")
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.meter.load_state_dict(state["meter"])
-        self.stream.load_state_dict(state["stream"])
-        self.budget = float(state["budget"])
-        self.wall_seconds = float(state["wall_seconds"])
+            raise CheckpointError(f"checkpoint belongs to another trial ({', '.join(mismatch)} differ)")
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.meter.load_state_dict(state["meter"])
+            self.stream.load_state_dict(state["stream"])
+            self.budget = int(state["budget"])
+            self.wall_seconds = float(state["wall_seconds"])
+        except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise CheckpointError(f"checkpoint does not fit this trial ({first})") from None
+
+    def to_bytes(self) -> bytes:
+        """The whole trial state, serialized (see :mod:`eve_search.checkpoint`)."""
+        return state_bytes(self.state_dict())
+
+    def load_bytes(self, content: bytes) -> None:
+        """Continue from :meth:`to_bytes`'s output; never executes code."""
+        self.load_state_dict(load_state(content))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the whole trial state to ``path`` atomically."""
+        save_atomically(self.state_dict(), path)
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Continue from a file written by :meth:`save`; never executes code."""
+        try:
+            self.load_state_dict(load_state(path))
+        except CheckpointError as error:
+            message = str(error)
+            if not message.startswith("checkpoint "):
+                message = f"checkpoint {path}: {message.removeprefix('checkpoint ')}"
+            raise CheckpointError(message) from None
+
+    def __repr__(self) -> str:
+        return (f"Trial(task={self.task.name!r}, optimizer={self.optimizer_name!r}, seed={self.seed}, "
+                f"index={self.index}, budget={self.budget}, charged={self.charged_units:.1f})")

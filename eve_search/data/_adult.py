@@ -31,6 +31,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from eve_search.tasks import Splits
+
 __all__ = ["ADULT_SHA256", "AdultDataError", "AdultSplits", "bundled_adult_dir", "load_adult"]
 
 COLUMNS = ("age", "workclass", "fnlwgt", "education", "education-num", "marital-status", "occupation",
@@ -53,16 +55,10 @@ class AdultDataError(ValueError):
 
 
 @dataclass(frozen=True)
-class AdultSplits:
-    """Preprocessed Adult tensors. Shared between trials: treat them as read-only."""
+class AdultSplits(Splits):
+    """Preprocessed Adult tensors and the names of the 107 features. Shared between trials: read-only."""
 
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_val: torch.Tensor
-    y_val: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    feature_names: tuple[str, ...]
+    feature_names: tuple[str, ...] = ()
 
     @property
     def n_features(self) -> int:

@@ -1,0 +1,90 @@
+"""The one checkpoint format: a dict of tensors and plain values, written atomically, read safely.
+
+Writing goes through :func:`save_atomically` (a killed process leaves the old file or the new one,
+never half of one). Reading goes through :func:`load_state`, which uses
+``torch.load(..., weights_only=True)``: PyTorch's restricted unpickler accepts tensors, numbers,
+strings and containers and refuses anything that would import or call code, so a crafted file in
+a work directory cannot run code. A file that is corrupt, truncated, unsafe or not a checkpoint
+gives :class:`CheckpointError`, one line that names the file.
+
+Example:
+    >>> import io, torch
+    >>> buffer = io.BytesIO()
+    >>> torch.save({"format": "eve-search-trial", "weights": torch.ones(2)}, buffer)
+    >>> load_state(buffer.getvalue())["weights"]
+    tensor([1., 1.])
+    >>> load_state(b"not a checkpoint")
+    Traceback (most recent call last):
+    ...
+    eve_search.checkpoint.CheckpointError: checkpoint <bytes>: unreadable (not a PyTorch checkpoint, or corrupt or truncated)
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["FORMAT", "CheckpointError", "load_state", "save_atomically", "state_bytes"]
+
+FORMAT = "eve-search-trial/1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: unreadable, unsafe, or belonging to another trial or sweep."""
+
+
+def state_bytes(state: dict[str, Any]) -> bytes:
+    """``state`` serialized in the checkpoint format (``torch.save`` into memory)."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def save_atomically(state: dict[str, Any] | bytes, path: str | os.PathLike) -> None:
+    """Write ``state`` (or already serialized bytes) to ``path`` so that a killed process leaves either
+    the old file or the new one.
+
+    No fsync: a checkpoint lost to an operating-system crash is recomputed exactly on resume (training
+    is deterministic and the engine replays every rung budget in order).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    content = state if isinstance(state, bytes) else state_bytes(state)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
+    """Read a checkpoint from a path or bytes without executing code (``weights_only=True``)."""
+    name = "<bytes>" if isinstance(source, bytes) else str(source)
+    try:
+        if isinstance(source, bytes):
+            state = torch.load(io.BytesIO(source), map_location="cpu", weights_only=True)
+        else:
+            state = torch.load(source, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {name}: no such file") from None
+    except pickle.UnpicklingError as error:
+        # The restricted unpickler refuses globals it does not know: a file that would run code.
+        reason = str(error).strip().splitlines()[0] if "Weights only load failed" not in str(error) else \
+            "it holds objects other than tensors and plain values, which are never loaded (it could run code)"
+        raise CheckpointError(f"checkpoint {name}: refused: {reason}") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError, AttributeError, TypeError):
+        raise CheckpointError(f"checkpoint {name}: unreadable (not a PyTorch checkpoint, or corrupt or "
+                              "truncated)") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"checkpoint {name}: holds a {type(state).__name__}, not a trial state")
+    return state
