@@ -1,0 +1,561 @@
+"""What the dashboard shows, computed from a results store before anything is drawn.
+
+The store is read once into plain records (:func:`read_store`), then :func:`build` turns the
+records into one JSON-able document: per task, the sweep-time-against-best-score points (ours,
+mean and std over training seeds, beside the paper's), each sweep's successive-halving ladder and
+trial curves, the ranking agreement between EvE and Adam, and one table of every configuration.
+The renderer draws that document and nothing else, and ``--json`` writes it unchanged.
+
+Studies are dispatched on their ``kind`` user attribute: ``"sha-sweep"`` is one successive-halving
+sweep; a kind registered with :func:`register_kind` gets its own section; every other study (any
+kind, or none) is shown as a generic table of its trials, so a new kind of study never breaks the
+page.
+
+Example:
+    >>> record = {"name": "demo", "directions": ["maximize"], "user_attrs": {"kind": "toy"},
+    ...           "trials": [{"number": 0, "state": "COMPLETE", "values": [0.5], "params": {"x": 1.0},
+    ...                       "user_attrs": {}, "intermediate_values": {1: 0.4, 2: 0.5}}]}
+    >>> data = build([record])
+    >>> [(s["title"], s["view"]) for s in data["sections"]]
+    [('Other studies: toy', 'trials')]
+    >>> data["sections"][0]["studies"][0]["rows"][0][:3]
+    [0, 'COMPLETE', 0.5]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PAPER_ADULT_SWEEPS",
+    "build",
+    "dashboard_data",
+    "fingerprint",
+    "read_store",
+    "register_kind",
+    "safe_url",
+    "sweep_view",
+]
+
+SWEEP_KIND = "sha-sweep"
+
+# Paper, Appendix "UCI Adult", Tables tab:hpo-full and tab:nas-full: sweep wall time in seconds and
+# best validation accuracy found, mean and std over 5 training seeds (their times are on a GPU).
+PAPER_ADULT_SWEEPS: dict[str, dict[str, tuple[float, float, float, float]]] = {
+    "hp": {
+        "eve": (21.8, 0.3, 0.8544, 0.0018), "sgd_momentum": (73.6, 1.3, 0.8549, 0.0020),
+        "nadam": (75.1, 0.5, 0.8591, 0.0018), "radam": (75.5, 0.9, 0.8584, 0.0009),
+        "adabelief": (75.6, 0.8, 0.8579, 0.0010), "adam": (75.7, 0.9, 0.8582, 0.0019),
+        "adamw": (75.7, 0.6, 0.8587, 0.0010), "amsgrad": (76.2, 0.4, 0.8580, 0.0010),
+        "lookahead": (76.8, 1.0, 0.8587, 0.0019),
+    },
+    "arch": {
+        "eve": (21.5, 0.9, 0.8544, 0.0010), "adabelief": (66.9, 1.2, 0.8587, 0.0017),
+        "lookahead": (68.2, 1.1, 0.8588, 0.0006), "sgd_momentum": (69.6, 0.9, 0.8533, 0.0014),
+        "amsgrad": (69.8, 2.1, 0.8588, 0.0017), "radam": (70.5, 1.7, 0.8585, 0.0012),
+        "nadam": (70.6, 1.3, 0.8582, 0.0013), "adamw": (71.8, 1.5, 0.8589, 0.0008),
+        "adam": (75.8, 3.7, 0.8585, 0.0013),
+    },
+}
+
+TASK_TITLES = {"adult": "UCI Adult", "mnist": "MNIST", "lora": "LoRA fine-tuning", "synthetic": "Synthetic benchmarks"}
+
+Record = Mapping[str, Any]
+KindCollector = Callable[[list[Record]], dict[str, Any]]
+_KINDS: dict[str, KindCollector] = {}
+
+
+def register_kind(kind: str, collect: KindCollector) -> None:
+    """Give the studies whose ``kind`` user attribute is ``kind`` their own section.
+
+    ``collect(records)`` receives every study record of that kind (see :func:`read_store`) and
+    returns one section: a JSON-able dict with at least ``"title"`` and ``"view"``. ``"view"`` is
+    ``"trials"`` (the generic trial tables: give ``"studies"`` as :func:`build` makes them) or a
+    view registered with :func:`eve_search.dashboard.register_view`.
+    """
+    if kind == SWEEP_KIND:
+        raise ValueError(f"Invalid kind: {kind!r} (built in: successive-halving sweeps)")
+    _KINDS[kind] = collect
+
+
+# Reading -----------------------------------------------------------------------------------------
+
+
+def safe_url(url: str) -> str:
+    """The storage URL with any password masked, fit to show on a page.
+
+    >>> safe_url("postgresql://ann:secret@db/runs")
+    'postgresql://ann:***@db/runs'
+    """
+    try:
+        from sqlalchemy.engine import make_url
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 not a URL sqlalchemy understands: show nothing of it that could be secret
+        return url.split("@")[-1] if "@" in url else url
+
+
+def _open_storage(url: str):
+    from eve_search._imports import require
+    from eve_search.store import StoreError
+
+    optuna = require("optuna", "optuna")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception:  # noqa: BLE001 sqlalchemy raises several kinds for a malformed URL
+        raise StoreError(f"--storage {url!r}: not an SQLAlchemy URL (expected e.g. sqlite:///runs/results.db "
+                         "or postgresql://user@host/db)") from None
+    local = parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
+    if local and not Path(parsed.database).is_file():
+        # Opening a missing SQLite file would create an empty store; a typo should say so instead.
+        raise StoreError(f"--storage {safe_url(url)!r}: no results store there ({parsed.database} does not exist)")
+    try:
+        return optuna.storages.RDBStorage(url, skip_table_creation=False)
+    except Exception as error:  # noqa: BLE001 SQLAlchemy raises many kinds; the user needs one line of any
+        text = str(error).strip()
+        first_line = text.splitlines()[0] if text else type(error).__name__
+        raise StoreError(f"--storage {safe_url(url)!r}: cannot open the results store ({first_line})") from None
+
+
+def read_store(url: str) -> list[dict[str, Any]]:
+    """Every study of the store as a plain record: name, directions, user attributes, trials.
+
+    A trial record holds ``number``, ``state`` (the Optuna state's name), ``values``, ``params``,
+    ``user_attrs``, ``intermediate_values`` ({step: value}) and ``duration`` (seconds or None).
+    Nothing in the store is executed or modified (user attributes are JSON in Optuna's tables).
+    """
+    storage = _open_storage(url)
+    try:
+        records = []
+        for frozen in storage.get_all_studies():
+            trials = []
+            for trial in storage.get_all_trials(frozen._study_id, deepcopy=False):
+                duration = trial.duration.total_seconds() if trial.duration is not None else None
+                trials.append({"number": trial.number, "state": trial.state.name, "values": trial.values,
+                               "params": dict(trial.params), "user_attrs": dict(trial.user_attrs),
+                               "intermediate_values": dict(trial.intermediate_values), "duration": duration})
+            records.append({"name": frozen.study_name, "directions": [d.name.lower() for d in frozen.directions],
+                            "user_attrs": dict(frozen.user_attrs), "trials": trials})
+        return records
+    finally:
+        storage.remove_session()
+        storage.engine.dispose()
+
+
+# Small helpers -----------------------------------------------------------------------------------
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    if not values:
+        return None, None
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities become None (JSON has neither); tuples become lists; keys become strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+def fingerprint(data: Mapping[str, Any]) -> str:
+    """A short digest of a dashboard document: it changes whenever anything shown changes."""
+    text = json.dumps({k: v for k, v in data.items() if k != "fingerprint"}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# One successive-halving sweep --------------------------------------------------------------------
+
+
+def _is_sweep(attrs: Mapping[str, Any]) -> bool:
+    if attrs.get("kind") == SWEEP_KIND:
+        return True
+    # Sweeps recorded before studies carried a kind: settings with an optimizer and rungs.
+    settings = attrs.get("settings")
+    return "kind" not in attrs and isinstance(settings, Mapping) and "optimizer" in settings and "rungs" in settings
+
+
+def _rung_result(details: Mapping[str, Any]) -> dict[str, Any] | None:
+    """One rung's result in the store's schema; older stores wrote val_acc / val_loss / test_acc."""
+    budget = _finite(details.get("budget"))
+    score = _finite(details.get("score", details.get("val_acc")))
+    if budget is None or score is None:
+        return None
+    val = details.get("val")
+    if not isinstance(val, Mapping):
+        val = {name: details[key] for name, key in (("accuracy", "val_acc"), ("loss", "val_loss")) if key in details}
+    test = details.get("test")
+    if not isinstance(test, Mapping):
+        test = {"accuracy": details["test_acc"]} if details.get("test_acc") is not None else None
+    return {"budget": budget, "score": score, "val": dict(val), "test": dict(test) if test else None,
+            "charged_units": _finite(details.get("charged_units")),
+            "wall_seconds": _finite(details.get("wall_seconds")),
+            "backward_passes": details.get("backward_passes")}
+
+
+def _better(mode: str) -> Callable[[float, float], bool]:
+    return (lambda a, b: a > b) if mode == "max" else (lambda a, b: a < b)
+
+
+def sweep_view(record: Record) -> dict[str, Any]:
+    """One sweep's settings, best score found, ladder and per-trial curves.
+
+    The ladder has one entry per rung: ``trained`` (results recorded there), ``promoted`` (went on
+    to the next rung, or were kept for it), ``stopped`` (pruned there), ``waiting`` (recorded there,
+    no decision yet), ``planned`` (the successive-halving rule's rung size) and, at the last rung,
+    ``completed``.
+    """
+    attrs = record["user_attrs"]
+    settings = dict(attrs.get("settings") or {})
+    directions = record.get("directions") or ["maximize"]
+    mode = settings.get("mode") or ("min" if directions[0] == "minimize" else "max")
+    better = _better(mode)
+    rungs = sorted(float(b) for b in settings.get("rungs") or [])
+    trials = []
+    for trial in record["trials"]:
+        user = trial["user_attrs"]
+        index = user.get("config_index")
+        if index is None:
+            continue
+        results = sorted((r for k, v in user.items() if k.startswith("rung_") and isinstance(v, Mapping)
+                          for r in [_rung_result(v)] if r is not None), key=lambda r: r["budget"])
+        config = user.get("config") if isinstance(user.get("config"), Mapping) else trial["params"]
+        best = None
+        for r in results:
+            if best is None or better(r["score"], best["score"]):
+                best = r
+        trials.append({"index": int(index), "number": trial["number"], "state": trial["state"],
+                       "config": dict(config), "rungs": results,
+                       "last_budget": results[-1]["budget"] if results else None,
+                       "last_score": results[-1]["score"] if results else None,
+                       "best_score": best["score"] if best else None})
+    trials.sort(key=lambda t: t["index"])
+    for budget in sorted({r["budget"] for t in trials for r in t["rungs"]} - set(rungs)):
+        rungs.append(budget)  # a rung the settings do not list (older or hand-written stores)
+    rungs.sort()
+
+    # Best score found at any rung (the paper's "best validation accuracy found"), first recorded on ties.
+    best_found = None
+    for t in trials:
+        for r in t["rungs"]:
+            if best_found is None or better(r["score"], best_found["score"]) or (
+                    r["score"] == best_found["score"] and (r["budget"], t["index"]) < (best_found["budget"],
+                                                                                        best_found["index"])):
+                best_found = {"index": t["index"], "budget": r["budget"], "score": r["score"], "test": r["test"]}
+
+    winner = attrs.get("winner") if isinstance(attrs.get("winner"), Mapping) else None
+    if winner is None:
+        complete = [t for t in trials if t["state"] == "COMPLETE" and t["last_score"] is not None]
+        if complete and all(t["state"] in ("COMPLETE", "PRUNED") for t in trials):
+            top = complete[0]
+            for t in complete[1:]:
+                if better(t["last_score"], top["last_score"]):
+                    top = t
+            test = attrs.get("winner_test_accuracy")
+            winner = {"index": top["index"], "score": top["last_score"],
+                      "test": {"accuracy": test} if test is not None else None}
+    else:
+        winner = {"index": winner.get("index"), "score": winner.get("score"), "test": winner.get("test")}
+
+    ladder = _ladder(trials, rungs, settings, winner)
+    finished = bool(trials) and all(t["state"] in ("COMPLETE", "PRUNED") for t in trials)
+    last = [t["rungs"][-1] for t in trials if t["rungs"]]
+    return {
+        "name": record["name"],
+        "task": str(settings.get("task", settings.get("dataset", "unknown"))),
+        "space": str(settings.get("space", "")),
+        "optimizer": str(settings.get("optimizer", "")),
+        "seed": settings.get("seed"),
+        "config_seed": settings.get("config_seed", 0),
+        "metric": str(settings.get("metric", "accuracy")),
+        "mode": mode,
+        "settings": settings,
+        "rungs": rungs,
+        "finished": finished,
+        "wall_seconds": _finite(attrs.get("wall_seconds")),
+        "training_seconds": sum(r["wall_seconds"] or 0.0 for r in last),
+        "charged_units": sum(r["charged_units"] or 0.0 for r in last),
+        "backward_ratios": dict(attrs.get("backward_ratios") or {}),
+        "best": best_found,
+        "winner": winner,
+        "ladder": ladder,
+        "trials": trials,
+    }
+
+
+def _ladder(trials: list[dict[str, Any]], rungs: list[float], settings: Mapping[str, Any],
+            winner: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    planned: list[int | None] = [None] * len(rungs)
+    configs = settings.get("configs")
+    if isinstance(configs, int) and rungs:
+        from eve_search.sha import PROMOTED_FRACTION, rung_sizes
+
+        planned = list(rung_sizes(configs, rungs, float(settings.get("fraction") or PROMOTED_FRACTION)))
+    ladder = []
+    for number, budget in enumerate(rungs):
+        here = [t for t in trials if any(r["budget"] == budget for r in t["rungs"])]
+        last_here = [t for t in here if t["last_budget"] == budget]
+        stopped = [t["index"] for t in last_here if t["state"] in ("PRUNED", "FAIL")]
+        completed = [t["index"] for t in last_here if t["state"] == "COMPLETE"]
+        open_here = [t["index"] for t in last_here if t["state"] not in ("PRUNED", "FAIL", "COMPLETE")]
+        went_on = [t["index"] for t in here if t["last_budget"] != budget]
+        # A rung's decision is visible once a trial went on or was stopped there; until then the
+        # survivors recorded there are waiting for it.
+        decided = bool(went_on or stopped) and number < len(rungs) - 1
+        promoted = went_on + (open_here if decided else [])
+        ladder.append({"budget": budget, "planned": planned[number], "trained": len(here),
+                       "promoted": len(promoted), "stopped": len(stopped), "completed": len(completed),
+                       "waiting": 0 if decided else len(open_here), "promoted_indices": sorted(promoted),
+                       "winner_here": bool(winner) and number == len(rungs) - 1
+                       and any(t["index"] == winner.get("index") for t in here)})
+    return ladder
+
+
+# Across sweeps -----------------------------------------------------------------------------------
+
+
+def _time_vs_best(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
+    """Per space: per optimizer, sweep wall seconds and best score found, mean and std over seeds."""
+    panels = []
+    for space in sorted({s["space"] for s in sweeps}):
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for s in sweeps:
+            if s["space"] == space and s["best"] is not None and s["wall_seconds"] is not None:
+                groups.setdefault(s["optimizer"], []).append(s)
+        ours = []
+        for optimizer, runs in sorted(groups.items()):
+            seconds, seconds_std = _mean_std([r["wall_seconds"] for r in runs])
+            best, best_std = _mean_std([r["best"]["score"] for r in runs])
+            ours.append({"optimizer": optimizer, "seeds": sorted(r["seed"] for r in runs if r["seed"] is not None),
+                         "running": sum(not r["finished"] for r in runs), "wall_seconds": seconds,
+                         "wall_seconds_std": seconds_std, "best": best, "best_std": best_std,
+                         "metric": runs[0]["metric"]})
+        paper = []
+        if task == "adult" and space in PAPER_ADULT_SWEEPS:
+            paper = [{"optimizer": name, "seeds": 5, "wall_seconds": t, "wall_seconds_std": ts, "best": a,
+                      "best_std": as_} for name, (t, ts, a, as_) in PAPER_ADULT_SWEEPS[space].items()]
+        if ours:
+            panels.append({"space": space, "ours": ours, "paper": paper})
+    return panels
+
+
+def _rung_scores(sweep: Mapping[str, Any]) -> dict[float, dict[int, float]]:
+    scores: dict[float, dict[int, float]] = {}
+    for t in sweep["trials"]:
+        for r in t["rungs"]:
+            scores.setdefault(r["budget"], {})[t["index"]] = r["score"]
+    return scores
+
+
+def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
+    """EvE against Adam (and the paper's other reference comparisons the store can make), per space."""
+    from scipy.stats import rankdata
+
+    from eve_search.ranking import agreement
+    from eve_search.ranking_study import PAPER_TAUS, comparisons
+
+    panels = []
+    for space in sorted({s["space"] for s in sweeps}):
+        by_name: dict[str, dict[int, dict[float, dict[int, float]]]] = {}
+        modes = {}
+        for s in sweeps:
+            if s["space"] == space and s["seed"] is not None:
+                by_name.setdefault(s["optimizer"], {})[int(s["seed"])] = _rung_scores(s)
+                modes[s["optimizer"]] = s["mode"]
+        if "eve" not in by_name or "adam" not in by_name:
+            continue
+        rows = []
+        for comparison in comparisons("adam"):
+            method, reference = by_name.get(comparison.method), by_name.get(comparison.reference)
+            if method is None or reference is None:
+                continue
+            seeds = sorted(set(method) & set(reference))
+            if comparison.pairing == "next" and len(seeds) < 2:
+                continue
+            pairs = comparison.pairs(seeds)
+            budgets = sorted(set.intersection(*(set(method[a]) & set(reference[b]) for a, b in pairs))) if pairs else []
+            per_rung = []
+            for budget in budgets:
+                result = agreement({a: method[a][budget] for a, _ in pairs}, {b: reference[b][budget] for _, b in pairs},
+                                   pairs)
+                per_rung.append({"budget": budget, **result.as_dict()})
+            paper = PAPER_TAUS.get((comparison.method, comparison.reference, comparison.pairing), {}).get(space) \
+                if task == "adult" else None
+            if per_rung:
+                rows.append({"label": comparison.label, "method": comparison.method,
+                             "reference": comparison.reference, "pairing": comparison.pairing,
+                             "per_rung": per_rung, "paper_first_rung": list(paper) if paper else None})
+        eve, adam = by_name["eve"], by_name["adam"]
+        points = []
+        sign = {"max": -1.0, "min": 1.0}
+        for seed in sorted(set(eve) & set(adam)):
+            first = min(set(eve[seed]) & set(adam[seed]), default=None)
+            if first is None:
+                continue
+            keys = sorted(set(eve[seed][first]) & set(adam[seed][first]))
+            if not keys:
+                continue
+            # Rank 1 = best; tied scores share their mean rank.
+            eve_ranks = rankdata([sign[modes["eve"]] * eve[seed][first][k] for k in keys])
+            adam_ranks = rankdata([sign[modes["adam"]] * adam[seed][first][k] for k in keys])
+            points += [{"seed": seed, "budget": first, "index": k, "eve_rank": float(e), "adam_rank": float(a),
+                        "eve_score": eve[seed][first][k], "adam_score": adam[seed][first][k]}
+                       for k, e, a in zip(keys, eve_ranks, adam_ranks, strict=True)]
+        if rows:
+            panels.append({"space": space, "comparisons": rows, "rank_points": points})
+    return panels
+
+
+def _sweep_section(task: str, sweeps: list[dict[str, Any]]) -> dict[str, Any]:
+    sweeps = sorted(sweeps, key=lambda s: (s["space"], s["optimizer"], s["seed"] if s["seed"] is not None else -1,
+                                           s["name"]))
+    return {"title": TASK_TITLES.get(task, task), "view": "sha-sweeps", "task": task,
+            "time_vs_best": _time_vs_best(sweeps, task), "ranking": _ranking(sweeps, task), "sweeps": sweeps}
+
+
+def _configurations(sweeps: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row per (sweep, configuration), for the sortable table."""
+    keys: list[str] = []
+    for s in sweeps:
+        for t in s["trials"]:
+            keys += [k for k in t["config"] if k not in keys]
+    test_metrics: list[str] = []
+    for s in sweeps:
+        for t in s["trials"]:
+            for r in t["rungs"]:
+                test_metrics += [k for k in (r["test"] or {}) if k not in test_metrics]
+    columns = ([{"key": "sweep", "label": "sweep", "numeric": False},
+                {"key": "task", "label": "task", "numeric": False},
+                {"key": "space", "label": "space", "numeric": False},
+                {"key": "optimizer", "label": "optimizer", "numeric": False},
+                {"key": "seed", "label": "seed", "numeric": True},
+                {"key": "index", "label": "config", "numeric": True}]
+               + [{"key": f"config.{k}", "label": k, "numeric": None} for k in keys]
+               + [{"key": "state", "label": "state", "numeric": False},
+                  {"key": "last_budget", "label": "last rung", "numeric": True},
+                  {"key": "last_score", "label": "score there", "numeric": True},
+                  {"key": "best_score", "label": "best score", "numeric": True},
+                  {"key": "charged_units", "label": "charged units", "numeric": True},
+                  {"key": "wall_seconds", "label": "training s", "numeric": True}]
+               + [{"key": f"test.{k}", "label": f"test {k}", "numeric": True} for k in test_metrics])
+    rows = []
+    for s in sweeps:
+        for t in s["trials"]:
+            last = t["rungs"][-1] if t["rungs"] else {}
+            tested = next((r["test"] for r in reversed(t["rungs"]) if r["test"]), None) or {}
+            state = t["state"]
+            if s["winner"] and s["winner"].get("index") == t["index"]:
+                state = f"{state} (winner)"
+            rows.append([s["name"], s["task"], s["space"], s["optimizer"], s["seed"], t["index"]]
+                        + [t["config"].get(k) for k in keys]
+                        + [state, t["last_budget"], t["last_score"], t["best_score"], last.get("charged_units"),
+                           last.get("wall_seconds")]
+                        + [tested.get(k) for k in test_metrics])
+    for number, column in enumerate(columns):
+        if column["numeric"] is None:  # a configuration value: numeric when every present value is
+            present = [row[number] for row in rows if row[number] is not None]
+            column["numeric"] = bool(present) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                      for v in present)
+    return {"columns": columns, "rows": rows}
+
+
+# Any other study ----------------------------------------------------------------------------------
+
+
+def _trials_view(record: Record) -> dict[str, Any]:
+    """A generic study: a table of its trials (number, state, values, parameters, user attributes)
+    and its intermediate values as curves."""
+    trials = record["trials"]
+    directions = record.get("directions") or ["maximize"]
+    param_keys: list[str] = []
+    attr_keys: list[str] = []
+    for t in trials:
+        param_keys += [k for k in t["params"] if k not in param_keys]
+        attr_keys += [k for k in t["user_attrs"] if k not in attr_keys]
+    value_labels = ["value"] if len(directions) == 1 else [f"value {k}" for k in range(len(directions))]
+    columns = (["number", "state"] + value_labels + param_keys + attr_keys + ["duration s"])
+    rows = []
+    for t in trials:
+        values = list(t.get("values") or [None] * len(directions))
+        values += [None] * (len(directions) - len(values))
+        attrs = [t["user_attrs"].get(k) for k in attr_keys]
+        rows.append([t["number"], t["state"]] + values[:len(directions)] + [t["params"].get(k) for k in param_keys]
+                    + [v if v is None or isinstance(v, (int, float, str, bool)) else json.dumps(v, sort_keys=True,
+                                                                                              default=str)
+                       for v in attrs] + [t.get("duration")])
+    curves = [{"number": t["number"], "state": t["state"],
+               "points": sorted([float(step), value] for step, value in t["intermediate_values"].items()
+                                if _finite(value) is not None)}
+              for t in trials if t["intermediate_values"]]
+    attrs = record["user_attrs"]
+    return {"name": record["name"], "directions": directions,
+            "user_attrs": {k: v if isinstance(v, (int, float, str, bool)) or v is None
+                           else json.dumps(v, sort_keys=True, default=str) for k, v in attrs.items()},
+            "columns": columns, "rows": rows, "curves": curves}
+
+
+# The whole document --------------------------------------------------------------------------------
+
+
+def build(records: Iterable[Record], storage: str | None = None) -> dict[str, Any]:
+    """The dashboard document of a store's study records (see :func:`read_store`)."""
+    records = list(records)
+    sweeps_by_task: dict[str, list[dict[str, Any]]] = {}
+    by_kind: dict[str, list[Record]] = {}
+    others: dict[str, list[Record]] = {}
+    for record in records:
+        attrs = record["user_attrs"]
+        kind = attrs.get("kind")
+        if _is_sweep(attrs):
+            sweep = sweep_view(record)
+            sweeps_by_task.setdefault(sweep["task"], []).append(sweep)
+        elif isinstance(kind, str) and kind in _KINDS:
+            by_kind.setdefault(kind, []).append(record)
+        else:
+            others.setdefault(str(kind) if kind is not None else "", []).append(record)
+    order = list(TASK_TITLES)
+    sections = [_sweep_section(task, sweeps) for task, sweeps in
+                sorted(sweeps_by_task.items(), key=lambda item: (order.index(item[0]) if item[0] in order
+                                                                 else len(order), item[0]))]
+    for kind, kind_records in sorted(by_kind.items()):
+        section = dict(_KINDS[kind](kind_records))
+        section.setdefault("kind", kind)
+        sections.append(section)
+    for kind, kind_records in sorted(others.items()):
+        sections.append({"title": f"Other studies: {kind}" if kind else "Other studies", "view": "trials",
+                         "kind": kind or None,
+                         "studies": [_trials_view(r) for r in sorted(kind_records, key=lambda r: r["name"])]})
+    all_sweeps = [s for section in sections if section["view"] == "sha-sweeps" for s in section["sweeps"]]
+    data = _json_safe({"format": 1, "storage": safe_url(storage) if storage else None,
+                       "studies": len(records), "sweeps": len(all_sweeps), "sections": sections,
+                       "configurations": _configurations(all_sweeps)})
+    data["fingerprint"] = fingerprint(data)
+    return data
+
+
+def dashboard_data(storage: str) -> dict[str, Any]:
+    """Read the store at ``storage`` (an SQLAlchemy URL) and build its dashboard document."""
+    return build(read_store(storage), storage)

@@ -1,0 +1,206 @@
+"""Charts as inline SVG, drawn in Python: axes with round ticks, markers, lines, error bars.
+
+Every string that reaches the markup goes through :func:`esc`; colors and numbers are produced
+here. Each mark a reader can point at carries class ``point`` and a ``<title>`` (the browser's
+tooltip), and each chart says how many points it drew (``data-points``), so a test can check
+that the browser shows them all.
+
+Example:
+    >>> nice_ticks(0.0, 1.0)
+    [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    >>> log_ticks(3.0, 2500.0), log_ticks(15.0, 90.0)
+    ([10.0, 100.0, 1000.0], [20.0, 50.0])
+    >>> svg = chart([Series("a<b", [Point(1, 2, label="x")])], title="t", x_label="x", y_label="y")
+    >>> svg.count('class="point"'), "a&lt;b" in svg, "a<b" in svg
+    (1, True, False)
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+__all__ = ["Point", "Series", "chart", "color_for", "esc", "log_ticks", "nice_ticks"]
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf"]
+# The paper's optimizers keep one color each on every chart.
+FIXED_COLORS = {"eve": "#d62728", "adam": "#1f77b4", "adamw": "#2ca02c", "sgd_momentum": "#7f7f7f",
+                "nadam": "#ff7f0e", "radam": "#9467bd", "adabelief": "#8c564b", "amsgrad": "#e377c2",
+                "lookahead": "#17becf"}
+
+
+def esc(value: object) -> str:
+    """Text or attribute content, escaped for HTML and SVG (quotes included)."""
+    return html.escape(str(value), quote=True)
+
+
+def color_for(name: str, order: list[str] | None = None) -> str:
+    """A stable color: the paper's optimizers have their own, others take the palette in ``order``."""
+    if name in FIXED_COLORS:
+        return FIXED_COLORS[name]
+    position = order.index(name) if order and name in order else sum(map(ord, name))
+    return PALETTE[position % len(PALETTE)]
+
+
+@dataclass
+class Point:
+    x: float
+    y: float
+    xerr: float | None = None
+    yerr: float | None = None
+    label: str = ""
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[Point]
+    color: str = "#1f77b4"
+    lines: bool = False
+    markers: bool = True
+    marker: str = "circle"  # circle, diamond or square
+    hollow: bool = False
+    dashed: bool = False
+    width: float = 1.5
+    opacity: float = 1.0
+    legend: bool = True
+    tags: dict[str, str] = field(default_factory=dict)  # extra data-* attributes on the series group
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Round tick values covering [low, high], about ``count`` of them."""
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return []
+    if high <= low:
+        return [low]
+    raw = (high - low) / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    first = math.ceil(low / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, math.floor(high / step + 1e-9) + 1)]
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Powers of ten in [low, high]; 1-2-5 steps when that leaves fewer than three."""
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    ticks = [10.0 ** d for d in decades if low <= 10.0 ** d <= high]
+    if len(ticks) < 3:
+        ticks = [m * 10.0 ** d for d in decades for m in (1, 2, 5) if low <= m * 10.0 ** d <= high]
+    return ticks
+
+
+def _fmt(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e5 or abs(value) < 1e-3:
+        return f"{value:.0e}"
+    return f"{value:.6g}"
+
+
+def _padded(low: float, high: float, log: bool) -> tuple[float, float]:
+    if log:
+        low, high = math.log10(low), math.log10(high)
+    span = high - low
+    pad = span * 0.06 if span > 0 else (abs(low) * 0.05 or 0.5)
+    low, high = low - pad, high + pad
+    return (10 ** low, 10 ** high) if log else (low, high)
+
+
+def _marker(shape: str, x: float, y: float, size: float, fill: str, stroke: str, attrs: str, title: str) -> str:
+    tip = f"<title>{esc(title)}</title>" if title else ""
+    if shape == "diamond":
+        d = f"M{x:.1f},{y - size:.1f}L{x + size:.1f},{y:.1f}L{x:.1f},{y + size:.1f}L{x - size:.1f},{y:.1f}Z"
+        return f'<path class="point" d="{d}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"{attrs}>{tip}</path>'
+    if shape == "square":
+        return (f'<rect class="point" x="{x - size:.1f}" y="{y - size:.1f}" width="{2 * size:.1f}" '
+                f'height="{2 * size:.1f}" fill="{fill}" stroke="{stroke}" stroke-width="1.5"{attrs}>{tip}</rect>')
+    return (f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="{size:.1f}" fill="{fill}" stroke="{stroke}" '
+            f'stroke-width="1.5"{attrs}>{tip}</circle>')
+
+
+def chart(series: list[Series], *, title: str, x_label: str, y_label: str, x_log: bool = False,
+          width: int = 520, height: int = 340, diagonal: bool = False, chart_id: str = "",
+          note: str = "") -> str:
+    """A figure with one SVG chart of ``series`` and its legend; every string escaped here."""
+    points = [p for s in series for p in s.points if math.isfinite(p.x) and math.isfinite(p.y)
+              and (p.x > 0 or not x_log)]
+    left, right, top, bottom = 62, 14, 14, 46
+    plot_w, plot_h = width - left - right, height - top - bottom
+    xs = [v for p in points for v in ((p.x - (p.xerr or 0), p.x + (p.xerr or 0)) if not x_log else (p.x,))]
+    ys = [v for p in points for v in (p.y - (p.yerr or 0), p.y + (p.yerr or 0))]
+    if x_log:
+        xs += [p.x - p.xerr for p in points if p.xerr and p.x - p.xerr > 0] + [p.x + (p.xerr or 0) for p in points]
+    if diagonal and points:
+        xs = ys = [min(xs + ys), max(xs + ys)]
+    x0, x1 = _padded(min(xs), max(xs), x_log) if xs else (0.0, 1.0)
+    y0, y1 = _padded(min(ys), max(ys), False) if ys else (0.0, 1.0)
+
+    def sx(x: float) -> float:
+        if x_log:
+            return left + (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0)) * plot_w
+        return left + (x - x0) / (x1 - x0) * plot_w
+
+    def sy(y: float) -> float:
+        return top + plot_h - (y - y0) / (y1 - y0) * plot_h
+
+    frame = f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" stroke="#999"/>'
+    parts = [frame]
+    for tick in (log_ticks(x0, x1) if x_log else nice_ticks(x0, x1)):
+        x = sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#eee"/>'
+                     f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{esc(_fmt(tick))}'
+                     "</text>")
+    for tick in nice_ticks(y0, y1):
+        y = sy(tick)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text class="tick" x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{esc(_fmt(tick))}</text>')
+    parts.append(f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
+                 f"{esc(x_label)}</text>"
+                 f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+                 f'text-anchor="middle">{esc(y_label)}</text>')
+    if diagonal and points:
+        a, b = max(x0, y0), min(x1, y1)
+        parts.append(f'<line class="diagonal" x1="{sx(a):.1f}" y1="{sy(a):.1f}" x2="{sx(b):.1f}" y2="{sy(b):.1f}" '
+                     'stroke="#aaa" stroke-dasharray="4 3"/>')
+    drawn = 0
+    for number, s in enumerate(series):
+        usable = [p for p in s.points if math.isfinite(p.x) and math.isfinite(p.y) and (p.x > 0 or not x_log)]
+        tags = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in s.tags.items())
+        group = [f'<g class="series" data-series="{esc(s.name)}" data-index="{number}" opacity="{s.opacity:g}"{tags}>']
+        if s.lines and len(usable) > 1:
+            path = "L".join(f"{sx(p.x):.1f},{sy(p.y):.1f}" for p in usable)
+            dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+            group.append(f'<path class="line" d="M{path}" fill="none" stroke="{s.color}" '
+                         f'stroke-width="{s.width:g}"{dash}><title>{esc(s.name)}</title></path>')
+        for p in usable:
+            if p.xerr:
+                lo = max(p.x - p.xerr, x0) if x_log else p.x - p.xerr
+                group.append(f'<line class="errorbar" x1="{sx(lo):.1f}" y1="{sy(p.y):.1f}" x2="{sx(p.x + p.xerr):.1f}" '
+                             f'y2="{sy(p.y):.1f}" stroke="{s.color}"/>')
+            if p.yerr:
+                group.append(f'<line class="errorbar" x1="{sx(p.x):.1f}" y1="{sy(p.y - p.yerr):.1f}" '
+                             f'x2="{sx(p.x):.1f}" y2="{sy(p.y + p.yerr):.1f}" stroke="{s.color}"/>')
+            if s.markers:
+                fill = "#fff" if s.hollow else s.color
+                group.append(_marker(s.marker, sx(p.x), sy(p.y), 4.5 if s.marker != "circle" else 3.5, fill,
+                                     s.color, "", p.label or f"{s.name}: ({_fmt(p.x)}, {_fmt(p.y)})"))
+                drawn += 1
+        group.append("</g>")
+        parts.extend(group)
+    legend = "".join(
+        '<li><svg width="22" height="12" aria-hidden="true">'
+        + (f'<line x1="0" y1="6" x2="22" y2="6" stroke="{s.color}" stroke-width="2"'
+           + (' stroke-dasharray="4 2"' if s.dashed else "") + "/>" if s.lines else "")
+        + (_marker(s.marker, 11, 6, 4, "#fff" if s.hollow else s.color, s.color, "", "").replace('class="point"',
+                                                                                                  'class="swatch"')
+           if s.markers else "")
+        + f"</svg>{esc(s.name)}</li>"
+        for s in series if s.legend)
+    caption = f"<figcaption>{esc(title)}" + (f'<span class="note">{esc(note)}</span>' if note else "") + "</figcaption>"
+    ident = f' id="{esc(chart_id)}"' if chart_id else ""
+    return (f'<figure class="chart"{ident} data-points="{drawn}">{caption}'
+            f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+            f'aria-label="{esc(title)}">{"".join(parts)}</svg>'
+            + (f'<ul class="legend">{legend}</ul>' if legend else "") + "</figure>")

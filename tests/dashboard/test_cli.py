@@ -1,0 +1,111 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from eve_search.cli import main
+from eve_search.dashboard import dashboard_data, start_server
+from tests.dashboard.conftest import add_generic
+
+
+def test_writes_the_page_and_the_json(sweep_store, tmp_path, capsys):
+    url, _ = sweep_store
+    out, exported = tmp_path / "out" / "report.html", tmp_path / "data.json"
+    assert main(["dashboard", "--storage", url, "--out", str(out), "--json", str(exported)]) == 0
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "adult-hp-eve-seed0" in page
+    assert json.loads(exported.read_text()) == dashboard_data(url)
+    assert "wrote" in capsys.readouterr().err
+
+
+def test_default_output_is_report_html_in_the_working_directory(sweep_store, tmp_path, monkeypatch):
+    url, _ = sweep_store
+    monkeypatch.chdir(tmp_path)
+    assert main(["dashboard", "--storage", url]) == 0
+    assert (tmp_path / "report.html").is_file()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--storage", "sqlite:///{tmp}/absent.db"], "--storage 'sqlite:///{tmp}/absent.db': no results store there"),
+    (["--out", "{tmp}"], "argument --out: '{tmp}' is a directory"),
+    (["--json", "{tmp}"], "argument --json: '{tmp}' is a directory"),
+    (["--port", "70000"], "argument --port: '70000' is not a port"),
+    (["--port", "9000"], "argument --port: 9000 only applies with --serve"),
+    (["--serve", "--interval", "0"], "argument --interval: '0' must be >= 0.5"),
+])
+def test_bad_input_is_one_line_and_exit_2(sweep_store, tmp_path, capsys, argv, message):
+    url, _ = sweep_store
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    if "--storage" not in argv:
+        argv = ["--storage", url, *argv]
+    assert main(["dashboard", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("eve-search dashboard") and message.format(tmp=tmp_path) in err
+
+
+def _get(url):
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.status, response.headers["Content-Type"], response.read().decode()
+
+
+def test_server_redraws_from_the_store(sweep_store):
+    url, _ = sweep_store
+    server, thread = start_server(url, 0, interval=1)
+    server.cache_seconds = 0
+    try:
+        status, kind, page = _get(server.url)
+        assert status == 200 and kind.startswith("text/html") and 'data-live="1"' in page
+        _, kind, body = _get(server.url + "data.json")
+        first = json.loads(body)
+        assert kind == "application/json" and first == dashboard_data(url)
+        add_generic(url, "arrived-later", "synthetic-benchmark", trials=1)
+        second = json.loads(_get(server.url + "data.json")[2])
+        assert second["fingerprint"] != first["fingerprint"] and second["studies"] == first["studies"] + 1
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            _get(server.url + "etc/passwd")
+        assert missing.value.code == 404
+        assert server.server_address[0] == "127.0.0.1"
+    finally:
+        server.shutdown()
+        server.server_close()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_serve_command_runs_until_interrupted(sweep_store, tmp_path):
+    url, _ = sweep_store
+    process = subprocess.Popen([sys.executable, "-m", "eve_search.cli", "dashboard", "--storage", url, "--serve",
+                                "--port", "0"], stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        line = process.stderr.readline()
+        while line and not line.startswith("serving"):  # anything a dependency warns first
+            line = process.stderr.readline()
+        assert line.startswith("serving http://127.0.0.1:"), line
+        address = line.split()[1]
+        assert _get(address)[0] == 200
+        assert not (tmp_path / "report.html").exists()  # --serve writes a file only when --out asks
+        process.send_signal(signal.SIGINT)
+        assert process.wait(20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(5)
+        process.stderr.close()
+
+
+def test_serve_on_a_taken_port_is_a_usage_error(sweep_store, capsys):
+    url, _ = sweep_store
+    server, _ = start_server(url, 0)
+    try:
+        port = str(server.server_address[1])
+        assert main(["dashboard", "--storage", url, "--serve", "--port", port]) == 2
+        assert f"argument --port: {port} is in use" in capsys.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()
