@@ -181,13 +181,15 @@ class SweepStore:
 
     # Writing ---------------------------------------------------------------------------------------
 
-    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes) -> None:
+    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes | None) -> None:
         """Save the trial's checkpoint (atomically), then its result at rung ``budget``.
 
         The intermediate value is the commit point: a result counts as recorded only once everything it
-        depends on (checkpoint, details) is stored.
+        depends on (checkpoint, details) is stored. ``checkpoint`` None: the driver keeps trial states
+        elsewhere (Ray Tune's checkpoints under its ``storage_path``).
         """
-        save_atomically(checkpoint, self.checkpoint_path(index))
+        if checkpoint is not None:
+            save_atomically(checkpoint, self.checkpoint_path(index))
         trial_id = self._trial_id(index)
         self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
         self.storage.set_trial_intermediate_value(trial_id, int(budget), float(details["score"]))

@@ -1,0 +1,287 @@
+"""``eve-search ... --backend ray``: one prepared sweep run through Ray Tune.
+
+The configurations, calibrated ratios, seeds and rung rule are the sweep's own, so with the same seed
+and a pinned ``--backward-ratio`` the local engine and Ray give the same rungs, promotions and
+scores. Trials run as :class:`~eve_search.integrations.ray.EveTrainable` actors under
+:class:`~eve_search.integrations.ray.SynchronousSHAScheduler`; the driver writes every rung's
+results into the sweep's results store once the rung is decided, in configuration order, exactly as
+the in-process engine does. Trial checkpoints are Tune's, under ``storage_path`` (the sweep's
+checkpoint folder by default; a shared folder or ``s3://...`` on a multi-node cluster), and a killed
+driver continues with ``--resume`` through ``Tuner.restore``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from eve_search._imports import require
+from eve_search.integrations._ray import (
+    INDEX_KEY,
+    STATE_FILE,
+    EveTrainable,
+    SynchronousSHAScheduler,
+)
+from eve_search.ledger import RungLedger, rank_order
+from eve_search.sha import RungReport
+
+if TYPE_CHECKING:
+    from eve_search.sweep import Sweep, SweepResult
+
+__all__ = ["run_sweep_on_ray"]
+
+logger = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[str, int, int, int, "float | None"], None]
+EXPERIMENT = "ray"
+
+
+class _Reported:
+    """A trial whose metrics came back from a Ray actor, as :meth:`Sweep.test_details` reads one: it
+    ranks by the task's metric and its test metrics were measured by the actor at the same weights."""
+
+    def __init__(self, metric: str, test: dict[str, float] | None) -> None:
+        self._metric = metric
+        self._test = test
+
+    def score(self, metrics: dict[str, float]) -> float:
+        return metrics[self._metric]
+
+    def evaluate(self, split: str = "val") -> dict[str, float]:
+        if split != "test" or self._test is None:
+            raise ValueError(f"Invalid split: {split!r} (the actor reported only its test metrics)")
+        return dict(self._test)
+
+
+_LIVE: dict[str, Any] = {}  # recorders of this process, by sweep: what a restored Tuner's pickled callback becomes
+
+
+def _live_recorder(token: str) -> Any:
+    """Unpickling a recorder gives this process's live one for the same sweep (``Tuner.restore``
+    unpickles the callbacks it saved at the start), or an inert callback."""
+    tune = require("ray.tune", "ray")
+    return _LIVE.get(token) or tune.Callback()
+
+
+def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
+              on_record: Callable[[], None]) -> Any:
+    """A Tune callback (driver side) that writes each decided rung into the sweep's store."""
+    store = sweep.store
+
+    class SweepRecorder(tune.Callback):
+        """Reads the scheduler's decisions from the state it saves beside Tune's experiment state
+        (before Tune calls the callbacks), so it works with the scheduler of a restored run too."""
+
+        def __init__(self) -> None:
+            self.token = store.sweep_id
+            self.results: dict[tuple[int, int], dict[str, Any]] = {}
+            self.index: dict[str, int] = {}
+            self.flushed: set[int] = set()
+            self.recorded = {(index, budget) for index, rungs in store.rung_details().items() for budget in rungs}
+            self.trained = 0
+            self.done = [0 for _ in rungs]
+            self.best: float | None = None
+            self.sign = 1.0 if sweep.task.mode == "max" else -1.0
+            self.state_path: Path | None = None
+            self.ledger: RungLedger | None = None
+
+        def __reduce__(self) -> tuple[Any, tuple[str]]:
+            return (_live_recorder, (self.token,))
+
+        def read_ledger(self) -> RungLedger | None:
+            if self.state_path is None or not self.state_path.exists():
+                return self.ledger
+            state = json.loads(self.state_path.read_text())
+            ledger = RungLedger(rungs, sweep.settings.fraction, sweep.task.mode)
+            ledger.load_state_dict(state["ledger"])
+            self.ledger = ledger
+            return ledger
+
+        def _seen(self, trial: Any, result: dict[str, Any]) -> None:
+            self.state_path = Path(trial.storage.experiment_driver_staging_path) / STATE_FILE
+            index = int(trial.config[INDEX_KEY])
+            self.index[trial.trial_id] = index
+            ledger = self.read_ledger()
+            budget = result.get("budget")
+            if budget in rungs and (index, int(budget)) not in self.results:
+                budget = int(budget)
+                self.results[(index, budget)] = result
+                rung = rungs.index(budget)
+                self.done[rung] += 1
+                score = float(result["val"][sweep.task.metric])
+                if not math.isnan(score) and (self.best is None or self.sign * score > self.sign * self.best):
+                    self.best = score
+                if progress is not None:
+                    cohort = len(ledger.cohort(rung)) if ledger is not None else 0
+                    progress("training", rung, self.done[rung], max(cohort, self.done[rung]), self.best)
+            self.flush()
+
+        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+            self._seen(trial, result)
+
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            self._seen(trial, trial.last_result)
+
+        def flush(self) -> None:
+            """Record every newly decided rung, in configuration order, then its eliminations."""
+            ledger = self.ledger
+            if ledger is None:
+                return
+            for decision in ledger.decisions():
+                if decision.rung in self.flushed:
+                    continue
+                ids = decision.promoted + decision.stopped
+                if any(tid not in self.index for tid in ids):
+                    return  # a restored trial this run has not heard from yet
+                for tid in sorted(ids, key=self.index.__getitem__):
+                    index = self.index[tid]
+                    if (index, decision.budget) in self.recorded:
+                        continue
+                    result = self.results.get((index, decision.budget))
+                    if result is None:
+                        logger.warning("the rung %d result of configuration %d was lost with the driver; "
+                                       "the store misses it", decision.budget, index)
+                        continue
+                    metrics = dict(result["val"])
+                    details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
+                               "charged_units": float(result["eval_cost"]),
+                               "wall_seconds": float(result["wall_seconds"]),
+                               "backward_passes": int(result["backward_passes"])}
+                    details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
+                    store.record(index, decision.budget, details, None)
+                    self.recorded.add((index, decision.budget))
+                    self.trained += 1
+                    on_record()
+                if decision.rung == len(rungs) - 1:
+                    for tid in decision.stopped:
+                        store.complete(self.index[tid], float(ledger.score(tid, decision.rung)))
+                else:
+                    store.eliminate(sorted(self.index[tid] for tid in decision.stopped))
+                self.flushed.add(decision.rung)
+
+    recorder = SweepRecorder()
+    _LIVE[recorder.token] = recorder
+    return recorder
+
+
+def _connect(ray: Any, address: str | None, num_cpus: int) -> bool:
+    """Start a local Ray instance (``address`` None) or join a cluster; True when this call started Ray."""
+    if ray.is_initialized():
+        return False
+    try:
+        if address is None:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"Invalid address: {address!r} (cannot start or reach a Ray cluster: {first})") from None
+    return True
+
+
+def run_sweep_on_ray(sweep: Sweep, *, address: str | None = None, progress: ProgressCallback | None = None,
+                     storage_path: str | os.PathLike | None = None, num_cpus: int = 2,
+                     cpus_per_trial: float = 1.0) -> SweepResult:
+    """Run a prepared sweep (:func:`eve_search.sweep.prepare_sweep`) through Ray Tune; the same
+    :class:`~eve_search.sweep.SweepResult` and store records as :meth:`Sweep.run`.
+
+    Args:
+        sweep: the prepared sweep (its settings, configurations, store).
+        address: an existing Ray cluster (``ray start --head`` prints it; ``auto`` finds a local one);
+            None starts a local instance with ``num_cpus`` CPUs. A Ray already initialized in this
+            process is used as it is.
+        progress: called as (phase, rung number, trials done in the rung, trials in the rung, best).
+        storage_path: where Tune keeps trial checkpoints and its experiment state (default: the
+            sweep's checkpoint folder); on a multi-node cluster a folder every node sees, or a cloud URI.
+        cpus_per_trial: CPUs each trial's actor reserves (its torch threads).
+    """
+    ray = require("ray", "ray")
+    tune = require("ray.tune", "ray")
+    started = _connect(ray, address, num_cpus)
+    try:
+        return _run(ray, tune, sweep, progress, storage_path, cpus_per_trial)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
+         storage_path: str | os.PathLike | None, cpus_per_trial: float) -> SweepResult:
+    s = sweep.settings
+    store = sweep.store
+    sweep._started = time.perf_counter()  # the sweep's clock starts once Ray is up (ray.init excluded)
+    if progress is not None:
+        progress("calibrating", 0, 0, 0, None)
+    sweep.calibrate()
+    configs = sweep.configs
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=s.rungs, fraction=s.fraction,
+                                        metric=sweep.task.metric, mode=sweep.task.mode)
+    trainable = tune.with_resources(
+        tune.with_parameters(EveTrainable, task=sweep.task, optimizer=s.optimizer, rungs=s.rungs, seed=s.seed,
+                             cost_mode=s.cost_mode, backward_ratios=dict(sweep.ratios),
+                             data_dir=None if _data_dir(sweep) is None else str(_data_dir(sweep)),
+                             owner=store.sweep_id, test_metrics=True),
+        {"cpu": cpus_per_trial})
+    recorder = _recorder(tune, sweep, s.rungs, progress, lambda: store.set("wall_seconds", sweep.elapsed()))
+    root = os.fspath(storage_path) if storage_path is not None else str(store.checkpoint_dir.resolve())
+    run_config = tune.RunConfig(name=EXPERIMENT, storage_path=root, verbose=0, callbacks=[recorder],
+                                failure_config=tune.FailureConfig(max_failures=2))
+    path = f"{root.rstrip('/')}/{EXPERIMENT}"
+    if tune.Tuner.can_restore(path):
+        tuner = tune.Tuner.restore(path, trainable=trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        space: dict[str, Any] = {INDEX_KEY: tune.grid_search(list(range(len(configs))))}
+        for key in configs[0]:
+            space[key] = tune.sample_from(lambda config, key=key: configs[config[INDEX_KEY]][key])
+        tuner = tune.Tuner(trainable, param_space=space, run_config=run_config,
+                           tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True))
+    quiet = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's console tables off (verbose=0 silences the classic output)
+    try:
+        grid = tuner.fit()
+    finally:
+        _LIVE.pop(recorder.token, None)
+        if quiet is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = quiet
+    ledger = recorder.read_ledger()
+    decisions = [] if ledger is None else ledger.decisions()
+    if len(decisions) < len(s.rungs):
+        errors = [str(r.error).strip().splitlines()[0] for r in grid if r.error is not None]
+        raise RuntimeError(f"the Ray sweep ended before its last rung was decided ({len(decisions)} of "
+                           f"{len(s.rungs)} rungs; {len(errors)} trials failed{': ' + errors[0] if errors else ''})")
+    recorder.flush()
+    ids = recorder.index
+    reports = []
+    for decision in decisions:
+        cohort = sorted(ids[t] for t in decision.promoted + decision.stopped)
+        scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
+        reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
+                                  promoted=[ids[t] for t in decision.promoted]))
+    winner = store.get("winner")
+    if winner is None:
+        final = reports[-1]
+        index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
+        result = recorder.results.get((index, final.budget)) or _last_result(grid, index)
+        winner = {"index": index, "score": final.scores[index], "test": dict(result["test"])}
+        store.set("winner", winner)
+        store.set("wall_seconds", sweep.elapsed())
+    return sweep.result(reports, winner, trained=recorder.trained)
+
+
+def _data_dir(sweep: Sweep) -> Any:
+    return getattr(sweep, "data_dir", None)
+
+
+def _last_result(grid: Any, index: int) -> dict[str, Any]:
+    for result in grid:
+        if int(result.config[INDEX_KEY]) == index:
+            return result.metrics
+    raise RuntimeError(f"no Ray result for configuration {index}")

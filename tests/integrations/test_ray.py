@@ -1,0 +1,257 @@
+"""The Ray Tune scheduler and trainable on a real local Ray (2 CPUs), a killed driver, a killed actor, a
+simulated multi-node cluster, and the ``--backend ray`` sweep against the local engine."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import ray
+from ray import tune
+
+from eve_search.integrations.ray import (
+    STATE_FILE,
+    EveTrainable,
+    SynchronousSHAScheduler,
+    load_scheduler_state,
+    run_sweep_on_ray,
+)
+from eve_search.ledger import RungLedger
+from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.trial import Trial
+from tests.integrations.ray_helpers import (
+    CONFIGS,
+    RAY_TINY,
+    MarkedTrainable,
+    NoCostTrainable,
+    UserEveTrainable,
+    param_space,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNGS = (100, 300, 900)
+
+
+@pytest.fixture(scope="module")
+def ray_address():
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+class Collect(tune.Callback):
+    """Every result of every trial, in arrival order, on the driver."""
+
+    def __init__(self):
+        self.results = []
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.results.append((int(trial.config["trial_index"]), dict(result)))
+
+
+def sweep_tuner(storage: Path, name: str, *, collect=None, max_failures=0, **trainable_kwargs) -> tune.Tuner:
+    trainable = tune.with_parameters(MarkedTrainable, task=RAY_TINY, rungs=RUNGS, backward_ratio=2.0,
+                                     **trainable_kwargs)
+    return tune.Tuner(
+        trainable, param_space=param_space(),
+        tune_config=tune.TuneConfig(metric="accuracy", mode="max", reuse_actors=True,
+                                    scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+        run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
+                                  callbacks=[collect] if collect is not None else [],
+                                  failure_config=tune.FailureConfig(max_failures=max_failures)))
+
+
+def outcome(grid, experiment: Path) -> dict:
+    """What a sweep ends with: each configuration's last result and status, and every rung's decision
+    by configuration index."""
+    index = {r.metrics["trial_id"]: int(r.config["trial_index"]) for r in grid}
+    state = load_scheduler_state(experiment)
+    ledger = RungLedger(RUNGS)
+    ledger.load_state_dict(state["ledger"])
+    return {
+        "final": {int(r.config["trial_index"]): (r.metrics["budget"], r.metrics["eval_cost"], r.metrics["accuracy"],
+                                                  r.metrics["training_iteration"], r.error is None) for r in grid},
+        "decisions": [(d.budget, [index[t] for t in d.promoted], sorted(index[t] for t in d.stopped))
+                      for d in ledger.decisions()],
+        "scores": {index[t]: [ledger.score(t, k) for k in range(len(RUNGS))] for t in ledger.members},
+    }
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ray_address, tmp_path_factory):
+    storage = tmp_path_factory.mktemp("ray-uninterrupted")
+    collect = Collect()
+    grid = sweep_tuner(storage, "sweep", collect=collect).fit()
+    return outcome(grid, storage / "sweep"), collect.results
+
+
+def test_nine_trials_three_rungs_pause_and_resume(uninterrupted):
+    result, history = uninterrupted
+    decisions = result["decisions"]
+    assert [(budget, len(promoted) + len(stopped), len(promoted)) for budget, promoted, stopped in decisions] == \
+        [(100, 9, 3), (300, 3, 1), (900, 1, 0)]
+    winners_0, winner_1 = decisions[0][1], decisions[1][1][0]
+    # Each trial stops at its rung: losers of rung 100 never trained past it.
+    for index, (budget, cost, _, iterations, ok) in result["final"].items():
+        assert ok
+        expected = 900 if index == winner_1 else 300 if index in winners_0 else 100
+        assert budget == expected and expected <= cost < expected + 5
+        assert iterations == RUNGS.index(expected) + 1
+    # Paused and resumed from checkpoints, never restarted: the eval_cost of every trial only grows,
+    # and each result equals a trial trained without stopping.
+    for index in range(len(CONFIGS)):
+        reports = [r for i, r in history if i == index]
+        costs = [r["eval_cost"] for r in reports]
+        assert costs == sorted(costs) and costs[0] >= 100
+        straight = Trial(RAY_TINY, CONFIGS[index], "eve", seed=0, index=index, backward_ratio=2.0)
+        for report in reports:
+            straight.train_to(report["budget"])
+            assert report["eval_cost"] == straight.charged_units
+            assert report["accuracy"] == straight.evaluate()["accuracy"]
+    assert sorted(decisions[0][1], key=lambda i: -result["scores"][i][0]) == decisions[0][1]
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(ValueError, match=r"Invalid rungs: 300, 100"):
+        SynchronousSHAScheduler(rungs=(300, 100))
+    with pytest.raises(ValueError, match=r"Invalid fraction: 0 "):
+        SynchronousSHAScheduler(fraction=0)
+    with pytest.raises(ValueError, match=r"Invalid fraction: 1.5"):
+        SynchronousSHAScheduler(fraction=1.5)
+    with pytest.raises(ValueError, match=r"Invalid mode: 'best'"):
+        SynchronousSHAScheduler(mode="best")
+    with pytest.raises(ValueError, match=r"Invalid time_attr: ''"):
+        SynchronousSHAScheduler(time_attr="")
+
+
+def test_no_metric_and_results_without_time_attr_are_refused(ray_address, tmp_path):
+    tuner = tune.Tuner(tune.with_parameters(EveTrainable, task=RAY_TINY, rungs=RUNGS, backward_ratio=2.0),
+                       param_space=param_space(CONFIGS[:2]),
+                       tune_config=tune.TuneConfig(scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+                       run_config=tune.RunConfig(name="nometric", storage_path=str(tmp_path), verbose=0))
+    with pytest.raises(Exception, match=r"Invalid metric: None \(expected SynchronousSHAScheduler\(metric=\.\.\.\)"):
+        tuner.fit()
+    tuner = tune.Tuner(NoCostTrainable, param_space={"x": tune.grid_search([1, 2])},
+                       tune_config=tune.TuneConfig(metric="accuracy", mode="max",
+                                                   scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+                       run_config=tune.RunConfig(name="nocost", storage_path=str(tmp_path), verbose=0))
+    with pytest.raises(Exception, match=r"reported no 'eval_cost' \(the scheduler's time_attr\)"):
+        tuner.fit()
+
+
+def test_a_users_own_trainable_with_eve_and_a_cost_meter(ray_address, tmp_path):
+    rungs = (100, 200, 400)
+    collect = Collect()
+    scheduler = SynchronousSHAScheduler(time_attr="cost", rungs=rungs, metric="accuracy", mode="max")
+    space = {"trial_index": tune.grid_search(list(range(6))), "seed": tune.sample_from(lambda c: c["trial_index"]),
+             "width": tune.sample_from(lambda c: 8 + 4 * (c["trial_index"] % 3)),
+             "lr": tune.sample_from(lambda c: 0.01 + 0.005 * c["trial_index"])}
+    tuner = tune.Tuner(UserEveTrainable, param_space=space,
+                       tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True),
+                       run_config=tune.RunConfig(name="user", storage_path=str(tmp_path), verbose=0, callbacks=[collect]))
+    grid = tuner.fit()
+    assert not grid.errors
+    assert [len(d.promoted) + len(d.stopped) for d in scheduler.decisions()] == [6, 2, 1]
+    for index in range(6):  # 50 units a step, across pauses: the meter continues, never restarts
+        costs = [r["cost"] for i, r in collect.results if i == index]
+        assert costs[0] < 60 and all(0 < b - a < 60 for a, b in itertools.pairwise(costs))
+    final = sorted(r.metrics["cost"] for r in grid)
+    assert [c // 100 for c in final] == [1, 1, 1, 1, 2, 4]  # stopped at rungs 100 (x4), 200, done at 400
+
+
+DRIVER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    import ray
+    from tests.integrations.test_ray import sweep_tuner
+    ray.init(address={address!r}, log_to_driver=False)
+    sweep_tuner(__import__("pathlib").Path({storage!r}), "sweep", marks={marks!r}, delay=0.3).fit()
+""")
+
+
+def test_a_killed_driver_restores_and_ends_identically(uninterrupted, ray_address, tmp_path):
+    storage, marks = tmp_path / "storage", tmp_path / "marks"
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(root=str(ROOT), address=ray_address, storage=str(storage), marks=str(marks)))
+    env = {**os.environ, "TUNE_GLOBAL_CHECKPOINT_S": "1"}
+    driver = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and driver.poll() is None:
+        done = list(marks.glob("step-*")) if marks.exists() else []
+        if len(done) >= 11:  # rung 100 decided, rung 300 under way
+            break
+        time.sleep(0.2)
+    assert driver.poll() is None, "the driver ended before it could be killed"
+    driver.send_signal(signal.SIGKILL)
+    driver.wait()
+    assert (storage / "sweep" / STATE_FILE).exists()
+    trainable = tune.with_parameters(MarkedTrainable, task=RAY_TINY, rungs=RUNGS, backward_ratio=2.0)
+    grid = tune.Tuner.restore(str(storage / "sweep"), trainable=trainable).fit()
+    assert outcome(grid, storage / "sweep") == uninterrupted[0]
+
+
+def test_an_actor_killed_mid_rung_recovers_and_a_failed_trial_leaves_the_cohort(uninterrupted, ray_address,
+                                                                               tmp_path):
+    baseline = uninterrupted[0]
+    dies, fails = baseline["decisions"][0][1][:2]  # two winners of rung 100
+    grid = sweep_tuner(tmp_path, "faults", max_failures=1, marks=str(tmp_path / "marks"), die_at=(dies, 300),
+                       fail_at=(fails, 300)).fit()
+    assert (tmp_path / "marks" / f"died-{dies}-300").exists()
+    result = outcome(grid, tmp_path / "faults")
+    # The killed trial restored its rung-100 checkpoint and reported exactly what it would have.
+    assert result["scores"][dies][:2] == baseline["scores"][dies][:2]
+    assert result["final"][fails][-1] is False and result["scores"][fails][1] is None
+    rung_300 = result["decisions"][1]
+    assert fails not in rung_300[1] + rung_300[2] and len(rung_300[1] + rung_300[2]) == 2
+    assert len(result["decisions"]) == 3  # the sweep finished, nothing hung PAUSED
+
+
+def test_local_and_ray_backends_agree(ray_address, tmp_path):
+    settings = SweepSettings(task="ray-tiny", space="tiny", optimizer="eve", seed=0, configs=9, rungs=RUNGS,
+                             backward_ratio=2.0)
+    local_sweep = prepare_sweep(settings, storage=f"sqlite:///{tmp_path}/local.db", checkpoint_dir=tmp_path / "local")
+    local = local_sweep.run().as_dict()
+    ray_sweep = prepare_sweep(settings, storage=f"sqlite:///{tmp_path}/ray.db", checkpoint_dir=tmp_path / "ray")
+    steps = []
+    remote = run_sweep_on_ray(ray_sweep, progress=lambda *args: steps.append(args)).as_dict()
+    timing = ("wall_seconds", "training_seconds")
+    assert {k: v for k, v in remote.items() if k not in timing} == {k: v for k, v in local.items() if k not in timing}
+    assert remote["trained"] == 13 and steps[0][0] == "calibrating" and steps[-1][1:4] == (2, 1, 1)
+
+    def records(sweep):
+        return {i: {b: {k: v for k, v in d.items() if k != "wall_seconds"} for b, d in rungs.items()}
+                for i, rungs in sweep.store.rung_details().items()}
+
+    assert records(ray_sweep) == records(local_sweep)
+    assert ray_sweep.store.finished() == local_sweep.store.finished() == set(range(9))
+    assert ray_sweep.store.get("winner") == local_sweep.store.get("winner")
+
+
+def test_a_sweep_on_a_multi_node_cluster(uninterrupted, ray_address, tmp_path):
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1)
+        ray.init(address=cluster.address, log_to_driver=False)
+        cluster.wait_for_nodes()
+        collect = Collect()
+        grid = sweep_tuner(tmp_path, "cluster", collect=collect).fit()
+        nodes = {r["node_id"] for _, r in collect.results}
+        assert len(nodes) == 2  # both worker nodes trained trials; paused trials moved through storage_path
+        assert outcome(grid, tmp_path / "cluster") == uninterrupted[0]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # the module's instance, for teardown
