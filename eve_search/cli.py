@@ -225,6 +225,15 @@ def _build_parser() -> _Parser:
     tp.add_argument("--seconds", type=_positive_float, default=2.0, help="wall seconds per loop per round")
     tp.add_argument("--rounds", type=_positive_int, default=5, help="rounds (medians are reported)")
     tp.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
+    from eve_search.synthetic._cli import configure_parser as configure_synthetic
+
+    configure_synthetic(bench_kinds.add_parser(
+        "synthetic", help="EvE vs Adam on the paper's seven scalable test functions (win/tie/loss per function)",
+        description="EvE against Adam (lr 0.1) on Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel, Sphere and "
+                    "Zakharov at fixed evaluation-cost budget (paper, Section 'Synthetic Scalable Benchmarks'): "
+                    "runs are recorded in the results store as they finish (a new command skips them), then "
+                    "every cell gets two one-sided Wilcoxon signed-rank tests paired by seed, Holm-Bonferroni "
+                    "corrected over all of them, and the win/tie/loss counts are printed beside the paper's."))
     from eve_search.dashboard._cli import configure_parser as configure_dashboard
 
     configure_dashboard(commands.add_parser("dashboard", help="draw a results store as one HTML page of charts"))
@@ -429,6 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         if args.command == "bench":
+            if args.bench == "synthetic":
+                from eve_search.synthetic._cli import run as bench_synthetic
+
+                return bench_synthetic(args)
             return _bench_throughput(args)
         if args.command in ("adult", "sweep"):
             return _sweep(args)

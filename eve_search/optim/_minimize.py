@@ -4,6 +4,12 @@
 (paper, Appendix "Evaluation-Cost Accounting"). The Adam fallback takes gradients by autograd
 through ``f`` unless a ``gradient`` function is given, and each gradient is charged as one forward
 plus one backward pass (a supplied ``gradient`` is charged as one backward pass of its own time).
+
+Passes are timed the way Algorithm 1 performs them: the initial population is one call of four
+points; after that the child, the mutant and the refined point are each a forward call of one point;
+a gradient is a forward call of one point that records the graph, then a backward pass. A forward's
+timed span covers entering the grad mode and the call of ``f``; a backward's covers the backward pass
+alone (:func:`charged_gradient`, which the synthetic suite's Adam baseline also uses).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from eve_search.optim._population import (
     check_hyperparameters,
 )
 
-__all__ = ["MinimizeResult", "minimize"]
+__all__ = ["MinimizeResult", "charged_gradient", "charged_values", "minimize"]
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
 
@@ -48,47 +54,71 @@ class MinimizeResult:
     meter: CostMeter = field(repr=False)
 
 
+def charged_values(f: Objective, points: torch.Tensor, meter: CostMeter) -> list[float]:
+    """Score the (r, n) ``points`` with ``f`` in one forward call charged ``r`` units to ``meter``.
+
+    The timed span is the call of ``f`` under ``torch.no_grad`` (entering the mode included).
+    """
+    count = points.shape[0]
+    with meter.forward(count), torch.no_grad():
+        values = f(points)
+    if not isinstance(values, torch.Tensor) or values.shape != (count,):
+        shape = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
+        raise TypeError(f"f returned {shape} for {count} points (expected a tensor of shape ({count},): "
+                        "one value per row)")
+    return values.tolist()
+
+
+def charged_gradient(f: Objective, point: torch.Tensor, meter: CostMeter,
+                     grad_output: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """Value and gradient of ``f`` at the leaf ``point`` (n,), charged as one forward of one point
+    (the call of ``f`` on the 1-row batch, recording the graph) and one backward pass (the
+    backward alone: ``grad_output``, a preallocated ``ones(1)``, seeds it, so no reduction is timed).
+
+    Example:
+        >>> meter = CostMeter()
+        >>> x = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> value, grad = charged_gradient(lambda r: (r ** 2).sum(dim=1), x, meter, torch.ones(1))
+        >>> value, grad.tolist(), meter.forward_points, meter.backward_passes
+        (5.0, [2.0, 4.0], 1, 1)
+    """
+    with meter.forward(1), torch.enable_grad():
+        value = f(point.unsqueeze(0))
+    if not isinstance(value, torch.Tensor) or value.shape != (1,) or not value.requires_grad:
+        raise TypeError("f must be differentiable by autograd for the Adam fallback; pass gradient= "
+                        "or n_adam=0")
+    with meter.backward():
+        (grad,) = torch.autograd.grad(value, point, grad_outputs=grad_output)
+    return float(value.detach()), grad
+
+
 class _FunctionEvaluator:
-    __slots__ = ("_f", "_gradient", "_meter", "_population", "_rows")
+    __slots__ = ("_f", "_grad_output", "_gradient", "_meter", "_point", "_population", "_rows")
 
     def __init__(self, f: Objective, gradient: Objective | None, meter: CostMeter, population: Population,
                  rows: torch.Tensor) -> None:
         self._f, self._gradient, self._meter, self._population, self._rows = f, gradient, meter, population, rows
+        # The fallback's leaf point and the backward's seed, allocated once for the whole run.
+        self._point = torch.empty_like(population.work).requires_grad_(True)
+        self._grad_output = torch.ones(1, dtype=population.work.dtype, device=population.work.device)
 
     def exhausted(self) -> bool:
         return self._meter.exhausted
 
     def score(self, rows: torch.Tensor) -> list[float]:
-        return self.score_points(self._population.to_real(rows, out=self._rows[: rows.shape[0]]))
-
-    def score_points(self, points: torch.Tensor) -> list[float]:
-        count = points.shape[0]
-        with torch.no_grad(), self._meter.forward(count):
-            values = self._f(points)
-        if not isinstance(values, torch.Tensor) or values.shape != (count,):
-            shape = tuple(values.shape) if isinstance(values, torch.Tensor) else type(values).__name__
-            raise TypeError(f"f returned {shape} for {count} points (expected a tensor of shape ({count},): "
-                            "one value per row)")
-        return values.tolist()
+        return charged_values(self._f, self._population.to_real(rows, out=self._rows[: rows.shape[0]]), self._meter)
 
     def score_work(self) -> float:
-        return self.score_points(self._population.work.unsqueeze(0))[0]
+        return charged_values(self._f, self._population.work.unsqueeze(0), self._meter)[0]
 
     def gradient(self, x: torch.Tensor) -> tuple[float | None, torch.Tensor]:
         if self._gradient is not None:
-            with torch.no_grad(), self._meter.backward():
+            with self._meter.backward(), torch.no_grad():
                 grad = self._gradient(x)
             return None, grad.detach().clone()
-        point = x.detach().clone().requires_grad_(True)
-        with torch.enable_grad():
-            with self._meter.forward(1):
-                value = self._f(point.unsqueeze(0))
-            if not isinstance(value, torch.Tensor) or value.numel() != 1 or not value.requires_grad:
-                raise TypeError("f must be differentiable by autograd for the Adam fallback; pass gradient= "
-                                "or n_adam=0")
-            with self._meter.backward():
-                (grad,) = torch.autograd.grad(value.sum(), point)
-        return float(value.detach()), grad
+        with torch.no_grad():
+            self._point.copy_(x)
+        return charged_gradient(self._f, self._point, self._meter, self._grad_output)
 
 
 def _box(lower: float | torch.Tensor, upper: float | torch.Tensor,

@@ -173,10 +173,15 @@ class Population:
             mutant[gene] = min(1.0, max(0.0, gene_value + polynomial_mutation_delta(gene_value, r, h.eta)))
             if evaluator.exhausted():
                 return
-            child_value, mutant_value = (sanitize(v) for v in evaluator.score(self._candidates))
-            if mutant_value < child_value:  # PM's own gate: keep the mutant only if strictly better
-                child.copy_(mutant)
-                child_value = mutant_value
+            # Algorithm 1, lines 9 and 11: the child and then the mutant, each its own forward
+            # evaluation (so each is timed as the algorithm performs it); a budget spent by the
+            # child's evaluation leaves the mutant unscored.
+            child_value = sanitize(evaluator.score(self._candidates[:1])[0])
+            if not evaluator.exhausted():
+                mutant_value = sanitize(evaluator.score(self._candidates[1:])[0])
+                if mutant_value < child_value:  # PM's own gate: keep the mutant only if strictly better
+                    child.copy_(mutant)
+                    child_value = mutant_value
         else:
             if evaluator.exhausted():
                 return

@@ -1,0 +1,165 @@
+"""Statistics of the synthetic benchmarks (paper, Section "Synthetic Scalable Benchmarks", Table
+"Shared parameters for the synthetic scalable-benchmark sweep").
+
+Per (function, n) cell: min/median/max of the final values over seeds; two one-sided Wilcoxon
+signed-rank tests on the differences paired by seed (EvE lower than Adam, and Adam lower than EvE);
+Holm-Bonferroni over every test run at family-wise alpha; a cell is a win (EvE significantly
+better), a loss (Adam significantly better) or a tie (neither).
+
+A value that is not finite (a run that overflowed) is worse than every finite value: differences
+with one infinite side rank above every finite difference, and two infinite values are a tie.
+
+Example:
+    >>> holm([0.01, 0.04, 0.03, 0.005], alpha=0.05)
+    [True, False, False, True]
+    >>> classify(eve_better=True, adam_better=False)
+    'win'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+__all__ = [
+    "PAPER_WIN_TIE_LOSS",
+    "CellStatistics",
+    "analyse",
+    "classify",
+    "holm",
+    "holm_adjusted",
+    "one_sided_wilcoxon",
+    "paired_differences",
+    "summary",
+    "win_tie_loss",
+]
+
+# The paper's Table "Per-problem summary of EvE vs. Adam on the synthetic benchmarks": cells over
+# its ten dimensions where EvE is significantly better / indistinguishable / Adam is significantly better.
+PAPER_WIN_TIE_LOSS: dict[str, tuple[int, int, int]] = {
+    "ackley": (7, 3, 0),
+    "griewank": (10, 0, 0),
+    "rastrigin": (7, 3, 0),
+    "rosenbrock": (0, 10, 0),
+    "schwefel": (1, 2, 7),
+    "sphere": (0, 0, 10),
+    "zakharov": (8, 2, 0),
+}
+
+
+def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values: the k-th smallest (k = 0, 1, ...) becomes
+    max over j <= k of min(1, (m - j) p_(j)); reject where the adjusted value is <= alpha."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda k: pvalues[k])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, k in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[k]))
+        adjusted[k] = running
+    return adjusted
+
+
+def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Which hypotheses Holm's step-down procedure rejects at family-wise ``alpha``."""
+    return [p <= alpha for p in holm_adjusted(pvalues)]
+
+
+def paired_differences(eve: Sequence[float], adam: Sequence[float]) -> np.ndarray:
+    """EvE minus Adam per seed, with infinities made rank-safe: equal values (two infinities
+    included) differ by 0, and a difference with an infinite side becomes larger in size than every
+    finite one (all such differences tie in size), keeping its sign."""
+    a, b = np.asarray(eve, dtype=np.float64), np.asarray(adam, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"Invalid pairs: {a.size} EvE values against {b.size} Adam values")
+    if np.isnan(a).any() or np.isnan(b).any():
+        raise ValueError("Invalid values: NaN (record a run that failed numerically as +inf)")
+    with np.errstate(invalid="ignore"):
+        d = np.where(a == b, 0.0, a - b)
+    infinite = np.isinf(d)
+    if infinite.any():
+        finite = np.abs(d[~infinite])
+        top = 2.0 * (finite.max() if finite.size else 1.0) + 1.0
+        d[infinite] = np.sign(d[infinite]) * top
+    return d
+
+
+def one_sided_wilcoxon(eve: Sequence[float], adam: Sequence[float]) -> tuple[float, float]:
+    """(p that EvE is lower, p that Adam is lower): two one-sided Wilcoxon signed-rank tests on the
+    seed-paired differences (scipy's default method; zero differences dropped). A cell whose
+    values are all equal gives (1, 1)."""
+    from scipy.stats import wilcoxon
+
+    d = paired_differences(eve, adam)
+    if not np.any(d != 0.0):
+        return 1.0, 1.0
+    less = float(wilcoxon(d, alternative="less").pvalue)
+    greater = float(wilcoxon(d, alternative="greater").pvalue)
+    return less, greater
+
+
+def classify(eve_better: bool, adam_better: bool) -> str:
+    """'win' (EvE significantly better), 'loss' (Adam significantly better) or 'tie'."""
+    if eve_better and adam_better:
+        raise ValueError("both one-sided tests rejected: the two directions cannot both hold")
+    return "win" if eve_better else "loss" if adam_better else "tie"
+
+
+def summary(values: Sequence[float]) -> dict[str, float]:
+    """min / median / max of one method's final values in one cell."""
+    array = np.asarray(values, dtype=np.float64)
+    return {"min": float(array.min()), "median": float(np.median(array)), "max": float(array.max())}
+
+
+@dataclass
+class CellStatistics:
+    """One (function, n) cell: the seeds paired, each side's min/median/max, both one-sided p-values
+    raw and Holm-adjusted over the whole family, and the verdict."""
+
+    function: str
+    n: int
+    seeds: list[int]
+    eve: dict[str, float]
+    adam: dict[str, float]
+    p_eve_better: float
+    p_adam_better: float
+    p_eve_better_holm: float
+    p_adam_better_holm: float
+    verdict: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def analyse(cells: Mapping[tuple[str, int], Mapping[int, tuple[float, float]]],
+            alpha: float = 0.05) -> list[CellStatistics]:
+    """Test every cell ``(function, n) -> {seed: (eve value, adam value)}`` and correct over all of
+    them (two tests per cell) with Holm-Bonferroni at family-wise ``alpha``."""
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"Invalid alpha: {alpha!r} (expected a level in (0, 1))")
+    raw = []
+    for key, pairs in cells.items():
+        if not pairs:
+            raise ValueError(f"Invalid cell {key}: no seed has both an EvE and an Adam run")
+        seeds = sorted(pairs)
+        eve = [pairs[s][0] for s in seeds]
+        adam = [pairs[s][1] for s in seeds]
+        raw.append((key, seeds, eve, adam, *one_sided_wilcoxon(eve, adam)))
+    adjusted = holm_adjusted([p for *_, less, greater in raw for p in (less, greater)])
+    results = []
+    for k, ((function, n), seeds, eve, adam, less, greater) in enumerate(raw):
+        less_holm, greater_holm = adjusted[2 * k], adjusted[2 * k + 1]
+        results.append(CellStatistics(function, n, seeds, summary(eve), summary(adam), less, greater, less_holm,
+                                      greater_holm, classify(less_holm <= alpha, greater_holm <= alpha)))
+    return results
+
+
+def win_tie_loss(cells: Sequence[CellStatistics]) -> dict[str, tuple[int, int, int]]:
+    """Per function: (wins, ties, losses) of EvE against Adam over the cells tested."""
+    counts: dict[str, list[int]] = {}
+    for cell in cells:
+        row = counts.setdefault(cell.function, [0, 0, 0])
+        row[("win", "tie", "loss").index(cell.verdict)] += 1
+    return {name: (w, t, loss) for name, (w, t, loss) in counts.items()}
