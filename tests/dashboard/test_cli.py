@@ -5,6 +5,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -81,7 +82,7 @@ def test_serve_command_runs_until_interrupted(sweep_store, tmp_path):
     url, _ = sweep_store
     process = subprocess.Popen([sys.executable, "-m", "eve_search.cli", "dashboard", "--storage", url, "--serve",
                                 "--port", "0"], stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                               env={**os.environ, "PYTHONPATH": os.getcwd()})
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     try:
         line = process.stderr.readline()
         while line and not line.startswith("serving"):  # anything a dependency warns first
