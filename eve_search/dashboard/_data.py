@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -119,7 +120,20 @@ def _open_storage(url: str):
         # Opening a missing SQLite file would create an empty store; a typo should say so instead.
         raise StoreError(f"--storage {safe_url(url)!r}: no results store there ({parsed.database} does not exist)")
     try:
-        return optuna.storages.RDBStorage(url, skip_table_creation=False)
+        import sqlalchemy
+
+        engine = sqlalchemy.create_engine(url)
+        try:
+            has_studies = sqlalchemy.inspect(engine).has_table("studies")
+        finally:
+            engine.dispose()
+        if not has_studies:
+            raise StoreError(f"--storage {safe_url(url)!r}: not a results store (the database has no Optuna "
+                             "tables; sweeps create them)")
+        # Read only: never create tables.
+        return optuna.storages.RDBStorage(url, skip_table_creation=True)
+    except StoreError:
+        raise
     except Exception as error:  # noqa: BLE001 SQLAlchemy raises many kinds; the user needs one line of any
         text = str(error).strip()
         first_line = text.splitlines()[0] if text else type(error).__name__
@@ -163,9 +177,10 @@ def _finite(value: Any) -> float | None:
 
 
 def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sample standard deviation; the deviation of a single value is unknown (None)."""
     if not values:
         return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
 def _json_safe(value: Any) -> Any:
@@ -370,11 +385,24 @@ def _rung_scores(sweep: Mapping[str, Any]) -> dict[float, dict[int, float]]:
     return scores
 
 
+def _frozen(scores: Mapping[int, Mapping[int, float]]) -> tuple:
+    return tuple((seed, tuple(sorted(values.items()))) for seed, values in sorted(scores.items()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _agreement(method: tuple, reference: tuple, pairs: tuple) -> dict[str, Any]:
+    """:func:`eve_search.ranking.agreement` of frozen scores, remembered: a served page asks again
+    every few seconds and only the rungs that received results need their bootstrap again."""
+    from eve_search.ranking import agreement
+
+    return agreement({seed: dict(values) for seed, values in method},
+                     {seed: dict(values) for seed, values in reference}, list(pairs)).as_dict()
+
+
 def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
     """EvE against Adam (and the paper's other reference comparisons the store can make), per space."""
     from scipy.stats import rankdata
 
-    from eve_search.ranking import agreement
     from eve_search.ranking_study import PAPER_TAUS, comparisons
 
     panels = []
@@ -399,9 +427,9 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
             budgets = sorted(set.intersection(*(set(method[a]) & set(reference[b]) for a, b in pairs))) if pairs else []
             per_rung = []
             for budget in budgets:
-                result = agreement({a: method[a][budget] for a, _ in pairs}, {b: reference[b][budget] for _, b in pairs},
-                                   pairs)
-                per_rung.append({"budget": budget, **result.as_dict()})
+                result = _agreement(_frozen({a: method[a][budget] for a, _ in pairs}),
+                                    _frozen({b: reference[b][budget] for _, b in pairs}), tuple(pairs))
+                per_rung.append({"budget": budget, **result})
             paper = PAPER_TAUS.get((comparison.method, comparison.reference, comparison.pairing), {}).get(space) \
                 if task == "adult" else None
             if per_rung:

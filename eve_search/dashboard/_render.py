@@ -168,11 +168,12 @@ def _time_vs_best_html(section: Mapping[str, Any], anchor: str) -> str:
                            f'<td class="num">{esc(_pm(p["best"], p["best_std"]))}</td>' if p else
                            "<td>–</td><td>–</td>") + "</tr>")
         tables.append(f'<table class="summary" data-space="{esc(panel["space"])}"><caption>space '
-                      f'{esc(panel["space"])}</caption><thead><tr><th>optimizer</th><th>seeds</th><th>wall s (ours)'
-                      f'</th><th>{esc(_metric_label(metric))} (ours)</th><th>wall s (paper)</th><th>best val '
-                      f'accuracy (paper)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
-    return (f'<h3 id="{anchor}-time">Sweep time against best score found</h3><div class="charts">{"".join(charts)}'
-            f'</div><div class="charts">{"".join(tables)}</div>')
+                      f'{esc(panel["space"])}: {esc(_metric_label(metric))}</caption><thead><tr><th>optimizer</th><th>seeds</th>'
+                      "<th>wall s (ours)</th><th>best (ours)</th><th>wall s (paper)</th><th>best (paper)</th></tr>"
+                      f'</thead><tbody>{"".join(rows)}</tbody></table>')
+    blocks = "".join(c + t for c, t in zip(charts, tables, strict=True))
+    return f'<h3 id="{anchor}-time">Sweep time against best score found</h3><div class="charts">{blocks}</div>'
+
 
 
 def _ranking_html(section: Mapping[str, Any], anchor: str) -> str:

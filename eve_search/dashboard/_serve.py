@@ -57,15 +57,16 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class DashboardServer(ThreadingHTTPServer):
-    """Serves one store's dashboard; the document is rebuilt at most once per ``cache_seconds``."""
+    """Serves one store's dashboard; the document is rebuilt at most once per ``cache_seconds``
+    (default: the page's polling interval, so any number of open pages cost one read per interval)."""
 
     daemon_threads = True
 
-    def __init__(self, storage: str, port: int, *, interval: float = 5.0, cache_seconds: float = 1.0) -> None:
+    def __init__(self, storage: str, port: int, *, interval: float = 5.0, cache_seconds: float | None = None) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
         self.storage = storage
         self.interval = interval
-        self.cache_seconds = cache_seconds
+        self.cache_seconds = interval if cache_seconds is None else cache_seconds
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Any]] | None = None
 

@@ -8,8 +8,8 @@ that the browser shows them all.
 Example:
     >>> nice_ticks(0.0, 1.0)
     [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
-    >>> log_ticks(3.0, 2500.0), log_ticks(15.0, 90.0)
-    ([10.0, 100.0, 1000.0], [20.0, 50.0])
+    >>> log_ticks(3.0, 2500.0), log_ticks(15.0, 90.0), log_ticks(3.2, 4.1)
+    ([10.0, 100.0, 1000.0], [20.0, 50.0], [3.25, 3.5, 3.75, 4.0])
     >>> svg = chart([Series("a<b", [Point(1, 2, label="x")])], title="t", x_label="x", y_label="y")
     >>> svg.count('class="point"'), "a&lt;b" in svg, "a<b" in svg
     (1, True, False)
@@ -88,6 +88,8 @@ def log_ticks(low: float, high: float) -> list[float]:
     ticks = [10.0 ** d for d in decades if low <= 10.0 ** d <= high]
     if len(ticks) < 3:
         ticks = [m * 10.0 ** d for d in decades for m in (1, 2, 5) if low <= m * 10.0 ** d <= high]
+    if len(ticks) < 2:  # a narrow range: round values, spaced on the log axis
+        ticks = [t for t in nice_ticks(low, high, 4) if t > 0]
     return ticks
 
 

@@ -216,3 +216,17 @@ def test_a_missing_store_is_an_error_and_is_not_created(tmp_path):
 def test_passwords_are_not_shown():
     assert safe_url("postgresql://ann:hunter2@db:5432/runs") == "postgresql://ann:***@db:5432/runs"
     assert "hunter2" not in json.dumps(build([], "postgresql://ann:hunter2@db/runs"))
+
+
+def test_an_empty_database_is_not_a_results_store(tmp_path):
+    path = tmp_path / "empty.db"
+    path.touch()
+    with pytest.raises(StoreError, match="not a results store"):
+        read_store(url_of(path))
+    assert path.stat().st_size == 0  # nothing was written to it
+
+
+def test_reads_a_postgresql_store(postgres_url):
+    truth = add_sweep(postgres_url, optimizer="eve", seed=7, name="dashboard-pg-eve-seed7")
+    sweep = _sweep(dashboard_data(postgres_url), "dashboard-pg-eve-seed7")
+    assert sweep["winner"]["index"] == truth["winner"] and [r["trained"] for r in sweep["ladder"]] == [9, 3, 1]
