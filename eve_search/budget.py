@@ -1,6 +1,6 @@
 """Evaluation-cost accounting: the one place that knows what a forward or a backward pass costs.
 
-The rule (paper, Appendix "Evaluation-Cost Accounting", Equation 6; SPEC.md section 2):
+The rule (paper, Appendix "Evaluation-Cost Accounting", Equation 7):
 
 * a forward call that scores ``r`` points costs ``r``;
 * a backward pass costs ``tau_bwd / C_f``, its wall time over the mean forward time of the same
@@ -105,7 +105,7 @@ class CostMeter:
 
     @property
     def mean_forward_seconds(self) -> float:
-        """C_f of Equation 6: measured forward seconds per scored point, so far."""
+        """C_f of Equation 7: measured forward seconds per scored point, so far."""
         if self.forward_points == 0:
             raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
         return self.forward_seconds / self.forward_points

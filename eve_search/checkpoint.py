@@ -78,10 +78,12 @@ def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {name}: no such file") from None
     except pickle.UnpicklingError as error:
-        # The restricted unpickler refuses globals it does not know: a file that would run code.
-        reason = str(error).strip().splitlines()[0] if "Weights only load failed" not in str(error) else \
-            "it holds objects other than tensors and plain values, which are never loaded (it could run code)"
-        raise CheckpointError(f"checkpoint {name}: refused: {reason}") from None
+        if "GLOBAL" in str(error) or "global" in str(error):
+            # The restricted unpickler refuses globals it does not allow: a file that could run code.
+            raise CheckpointError(f"checkpoint {name}: refused: it holds objects other than tensors and plain "
+                                  "values, which are never loaded (they could run code)") from None
+        raise CheckpointError(f"checkpoint {name}: unreadable (not a PyTorch checkpoint, or corrupt or "
+                              "truncated)") from None
     except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError, AttributeError, TypeError):
         raise CheckpointError(f"checkpoint {name}: unreadable (not a PyTorch checkpoint, or corrupt or "
                               "truncated)") from None

@@ -237,6 +237,18 @@ def _build_parser() -> _Parser:
     from eve_search.dashboard._cli import configure_parser as configure_dashboard
 
     configure_dashboard(commands.add_parser("dashboard", help="draw a results store as one HTML page of charts"))
+    from eve_search.mnist import configure_parser as configure_mnist
+
+    configure_mnist(commands.add_parser(
+        "mnist", help="the paper's MLP/MNIST protocol on MNIST-format data (default: Fashion-MNIST)"))
+    from eve_search.lora._command import configure_parser as configure_lora
+
+    configure_lora(commands.add_parser(
+        "lora", help="the paper's LoRA protocol: adapters on a frozen causal LM (default: a small built-in Qwen2)"))
+    from eve_search.bench_memory import configure_parser as configure_memory
+
+    configure_memory(bench_kinds.add_parser(
+        "memory", help="peak memory of EvE and Adam over 200 iterations, each in a fresh process"))
     return parser
 
 
@@ -437,7 +449,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command == "lora":
+            from eve_search.lora._command import run as lora
+
+            return lora(args)
+        if args.command == "mnist":
+            from eve_search.mnist import run as mnist
+
+            return mnist(args)
         if args.command == "bench":
+            if args.bench == "memory":
+                from eve_search.bench_memory import run as bench_memory
+
+                return bench_memory(args)
             if args.bench == "synthetic":
                 from eve_search.synthetic._cli import run as bench_synthetic
 

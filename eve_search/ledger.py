@@ -177,7 +177,7 @@ class RungLedger:
         """``trial`` joins the cohort (again: nothing happens)."""
         if trial in self._members:
             return
-        if self._decisions[0] is not None:
+        if self._members and self.decide(0) is not None:
             raise ValueError(f"Invalid trial: {trial!r} cannot join after the first rung was decided")
         self._members.append(trial)
 

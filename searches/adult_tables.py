@@ -24,10 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from eve_search.cli import seed_list
-from eve_search.data import load_adult
 from eve_search.optim import optimizer_names
 from eve_search.report import SweepProgress
-from eve_search.sweep import SweepSettings, run_sweep
+from eve_search.sweep import SweepSettings, prepare_sweep
 
 # Paper, Appendix "UCI Adult", Tables tab:hpo-full and tab:nas-full: (time s mean, std, best val acc mean, std).
 PAPER = {
@@ -64,7 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     storage = args.storage or f"sqlite:///{(args.workdir / 'results.db').resolve()}"
-    data = load_adult()
     console = Console(width=None if Console().is_terminal else 140)
     collected: dict[str, dict[str, list[dict]]] = {}
     for space in args.spaces.split(","):
@@ -74,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 settings = SweepSettings(space=space, optimizer=optimizer, seed=seed,
                                          backward_ratio=args.backward_ratio)
                 with SweepProgress(settings) as progress:
-                    result = run_sweep(settings, data, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
-                                       resume=True, progress=progress)
+                    result = prepare_sweep(settings, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
+                                           resume=True).run(progress)
                 runs.append(result.as_dict())
         collected[space] = results
         table = Table(title=f"UCI Adult, space {space}: mean +- std over seeds {args.seeds} (paper: GPU, 5 seeds)")
@@ -87,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         for optimizer, runs in by_time:
             time_m, time_s = mean_std([r["wall_seconds"] for r in runs])
             train_m, train_s = mean_std([r["training_seconds"] for r in runs])
-            acc_m, acc_s = mean_std([r["best"]["val_acc"] for r in runs])
+            acc_m, acc_s = mean_std([r["best"]["score"] for r in runs])
             paper = PAPER[space].get(optimizer)
             table.add_row(
                 optimizer, f"{time_m:.1f} +- {time_s:.1f}", f"{train_m:.1f} +- {train_s:.1f}",

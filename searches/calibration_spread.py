@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from eve_search.data import load_adult
 from eve_search.spaces import get_space
-from eve_search.sweep import architecture_key
+from eve_search.tasks import architecture_key
 from eve_search.trial import Trial
 
 
@@ -27,7 +26,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizers", default="eve,adam")
     parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args(argv)
-    data = load_adult()
     first_of_each: dict[str, tuple[int, dict]] = {}
     for index, config in enumerate(get_space(args.space).sample(48, 0)):
         first_of_each.setdefault(architecture_key(config), (index, config))
@@ -35,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         for chunks in (1, 5):
             spreads = []
             for key, (index, config) in sorted(first_of_each.items()):
-                ratios = [Trial(config, data, optimizer, seed=0, index=index, cost_mode="measured")
+                ratios = [Trial("adult", config, optimizer, seed=0, index=index, cost_mode="measured")
                           .calibrate(chunks=chunks) for _ in range(args.repeats)]
                 spreads.append((max(ratios) - min(ratios)) / statistics.median(ratios))
                 print(f"{optimizer:>12} chunks={chunks} {key:>6}: " + " ".join(f"{r:.2f}" for r in ratios))

@@ -18,15 +18,15 @@ import time
 from pathlib import Path
 
 from eve_search import store, sweep, trial
-from eve_search.data import load_adult
 
 PARTS = [  # (owner, function, label); calibration's probe trials count under calibration only
-    (sweep, "_calibrated_ratios", "calibration"),
+    (sweep.Sweep, "calibrate", "calibration"),
     (trial.Trial, "__init__", "building trials"),
     (trial.Trial, "load_state_dict", "loading checkpoints"),
     (trial.Trial, "evaluate", "evaluations (val and test)"),
     (store, "save_atomically", "writing checkpoints"),
-    (store.SweepStore, "record", "recording a rung (checkpoints, test evaluations included)"),
+    (trial.Trial, "to_bytes", "serializing checkpoints"),
+    (store.SweepStore, "record", "recording a rung (checkpoint write included)"),
     (store.SweepStore, "eliminate", "pruning dropped trials"),
 ]
 
@@ -62,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--optimizers", default="eve,adam")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    data = load_adult()
     timings = _Timings()
     for owner, name, label in PARTS:
         setattr(owner, name, timings.wrap(label, getattr(owner, name)))
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         timings.calls.clear()
         with tempfile.TemporaryDirectory() as directory:
             result = sweep.run_sweep(sweep.SweepSettings(space=args.space, optimizer=optimizer, seed=args.seed),
-                                     data, storage=f"sqlite:///{directory}/results.db",
+                                     storage=f"sqlite:///{directory}/results.db",
                                      checkpoint_dir=Path(directory) / "checkpoints")
         print(f"{args.space} {optimizer}: sweep {result.wall_seconds:.2f} s, training {result.training_seconds:.2f} s, "
               f"other {result.wall_seconds - result.training_seconds:.2f} s")

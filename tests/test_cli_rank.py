@@ -1,25 +1,22 @@
 import json
-import subprocess
-import sys
 
-RANK = ["rank", "adult", "--space", "hp", "--seeds", "0-1", "--configs", "6", "--rungs", "40,120",
+import pytest
+
+from eve_search.cli import main
+
+RANK = ["rank", "adult", "--task", "tiny", "--seeds", "0-1", "--configs", "6", "--rungs", "40,120",
         "--backward-ratio", "2"]
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], check=False, capture_output=True, text=True,
-                          timeout=900)
-
-
-def test_rank_trains_what_is_missing_then_reuses_the_store(tmp_path):
-    first = run(*RANK, "--workdir", str(tmp_path), "--json", str(tmp_path / "first.json"))
-    assert first.returncode == 0, first.stderr
-    assert "Kendall tau-b at the first rung" in first.stdout and "0.663 +- 0.093" in first.stdout
-    assert "agrees with adam's" in first.stdout
+def test_rank_trains_what_is_missing_then_reuses_the_store(tmp_path, capsys):
+    assert main([*RANK, "--workdir", str(tmp_path), "--json", str(tmp_path / "first.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "Kendall tau-b at the first rung" in printed and "agrees with adam's" in printed
     document = json.loads((tmp_path / "first.json").read_text())
+    assert document["task"] == "tiny"
     # eve, adam and adamw, 2 seeds, rungs of 6 and 2 trials
     assert document["trained_trial_rungs"] == 3 * 2 * (6 + 2)
-    report = document["spaces"]["hp"]
+    report = document["spaces"]["tiny"]
     assert set(report["comparisons"]) == {"eve vs adam", "eve vs adamw", "adam vs adamw",
                                           "adam vs adam (different training seeds)"}
     first_rung = report["comparisons"]["eve vs adam"]["first_rung"]
@@ -29,20 +26,21 @@ def test_rank_trains_what_is_missing_then_reuses_the_store(tmp_path):
     assert set(report["comparisons"]["eve vs adam"]["per_rung"]) == {"40", "120"}
     assert len(report["eve_top_config_rank_under_reference"]) == 2
 
-    second = run(*RANK, "--workdir", str(tmp_path), "--json", str(tmp_path / "second.json"))
-    assert second.returncode == 0, second.stderr
+    assert main([*RANK, "--workdir", str(tmp_path), "--json", str(tmp_path / "second.json")]) == 0
     again = json.loads((tmp_path / "second.json").read_text())
     assert again["trained_trial_rungs"] == 0
     assert again["spaces"] == document["spaces"]
 
 
-def test_rank_rejects_bad_input_in_one_line(tmp_path):
-    for args, message in [
-        (["--seeds", "3"], "give at least 2"),
-        (["--seeds", "4-1"], "'4-1' is not a seed list"),
-        (["--against", "eve"], "expected one reference optimizer other than eve"),
-        (["--space", "hp,foo"], "unknown space 'foo'"),
-    ]:
-        result = run("rank", "adult", "--workdir", str(tmp_path), *args)
-        assert result.returncode == 2, (args, result.stderr)
-        assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+@pytest.mark.parametrize(("args", "message"), [
+    (["--seeds", "3"], "give at least 2"),
+    (["--seeds", "4-1"], "'4-1' is not a seed list"),
+    (["--against", "eve"], "expected one reference optimizer other than eve"),
+    (["--space", "hp,foo"], "unknown space 'foo'"),
+    (["--task", "nope"], "argument --task: 'nope' is not a registered task"),
+    (["--json", "/dev/null/x.json"], "argument --json: '/dev/null/x.json': '/dev/null' is not a directory"),
+])
+def test_rank_rejects_bad_input_in_one_line(tmp_path, capsys, args, message):
+    assert main(["rank", "adult", "--workdir", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err

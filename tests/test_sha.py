@@ -1,164 +1,138 @@
-import copy
-import math
+"""The in-process engine: a loop over the rung ledger, one trial in memory at a time, exact resume."""
+
+import gc
+import weakref
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from eve_search.sha import (
-    DEFAULT_RUNGS,
-    SynchronousSuccessiveHalving,
-    check_rungs,
-    promote_top_fraction,
-    promotion_count,
-    rung_sizes,
-)
+from eve_search.checkpoint import save_atomically
+from eve_search.sha import SynchronousSuccessiveHalving
 from eve_search.trial import Trial
-
-
-def test_the_paper_rungs_hold_48_16_6_2_1_trials():
-    assert DEFAULT_RUNGS == (100, 300, 900, 2700, 3000)
-    assert rung_sizes(48, DEFAULT_RUNGS) == [48, 16, 6, 2, 1]
-
-
-@pytest.mark.parametrize(("survivors", "kept"), [(48, 16), (16, 6), (6, 2), (2, 1), (1, 1), (3, 1), (4, 2)])
-def test_top_third_is_ceil_and_at_least_one(survivors, kept):
-    assert promotion_count(survivors) == kept
-
-
-def test_ties_are_broken_by_the_lower_index_and_nan_ranks_last():
-    scores = {5: 0.8, 2: 0.9, 7: 0.9, 1: float("nan"), 3: 0.7, 4: 0.9}
-    assert promote_top_fraction(scores, 0.5) == [2, 4, 7]
-    assert promote_top_fraction({0: float("nan"), 1: 0.1}, 0.5) == [1]
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.integers(0, 200), st.floats(0, 1), min_size=1, max_size=60))
-def test_promotion_keeps_exactly_the_best_and_ignores_insertion_order(scores):
-    promoted = promote_top_fraction(scores)
-    assert len(promoted) == max(1, math.ceil(len(scores) / 3))
-    worst_kept = min(scores[k] for k in promoted)
-    assert all(scores[k] <= worst_kept for k in scores if k not in promoted)
-    reordered = dict(reversed(list(scores.items())))
-    assert promote_top_fraction(reordered) == promoted
-
-
-def test_invalid_rungs_and_fractions_are_named():
-    with pytest.raises(ValueError, match="Invalid rungs: 300, 100"):
-        check_rungs([300, 100])
-    with pytest.raises(ValueError, match="Invalid rungs: 0, 100"):
-        check_rungs([0, 100])
-    with pytest.raises(ValueError, match=r"Invalid rungs: \(\)"):
-        check_rungs([])
-    with pytest.raises(ValueError, match="Invalid fraction: 0"):
-        promotion_count(10, 0)
-
-
-class MemoryStore:
-    """A RungStore in memory, keeping deep copies of checkpoints like the real one keeps files."""
-
-    def __init__(self):
-        self.results, self.checkpoints, self.eliminated, self.finished = {}, {}, {}, {}
-
-    def recorded(self, index, budget):
-        return self.results.get((index, budget))
-
-    def checkpoint(self, index):
-        return copy.deepcopy(self.checkpoints.get(index))
-
-    def record(self, index, budget, evaluation, trial):
-        self.checkpoints[index] = copy.deepcopy(trial.state_dict())
-        self.results[(index, budget)] = evaluation.accuracy
-
-    def eliminate(self, indices, budget):
-        for index in indices:
-            self.eliminated[index] = budget
-            self.checkpoints.pop(index, None)
-
-    def finish(self, index, budget, accuracy):
-        self.finished[index] = (budget, accuracy)
-
 
 CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 16, "depth": 1}
            for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 2e-4, 5e-3, 2e-2)]
 RUNGS = (30, 90, 180)
 
 
-def factory(splits, optimizer, made=None):
+class FolderStore:
+    """A RungStore in memory with checkpoint files in a folder, like the real one."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.details, self.eliminated, self.completed = {}, [], {}
+
+    def rung_details(self):
+        return {index: dict(rungs) for index, rungs in self.details.items()}
+
+    def checkpoint_path(self, index):
+        return self.folder / f"trial-{index:04d}.pt"
+
+    def record(self, index, budget, details, checkpoint):
+        save_atomically(checkpoint, self.checkpoint_path(index))
+        self.details.setdefault(index, {})[budget] = details
+
+    def eliminate(self, indices):
+        self.eliminated.extend(indices)
+        for index in indices:
+            self.checkpoint_path(index).unlink(missing_ok=True)
+
+    def complete(self, index, score):
+        self.completed[index] = score
+
+
+def factory(optimizer, made=None, alive=None):
     def make_trial(index):
-        trial = Trial(CONFIGS[index], splits, optimizer, seed=0, index=index, cost_mode="calibrated",
-                      backward_ratio=2.0)
+        trial = Trial("tiny", CONFIGS[index], optimizer, seed=0, index=index, backward_ratio=2.0)
         if made is not None:
             made.append(index)
+        if alive is not None:
+            alive.add(trial)
         return trial
     return make_trial
 
 
+def engine(store, optimizer="eve", **kwargs):
+    made = kwargs.pop("made", None)
+    alive = kwargs.pop("alive", None)
+    return SynchronousSuccessiveHalving(9, factory(optimizer, made, alive), store, rungs=RUNGS, **kwargs)
+
+
 @pytest.mark.parametrize("optimizer", ["eve", "adam"])
-def test_engine_trains_rungs_9_3_1_and_resumes_promoted_trials(tiny_splits, optimizer):
-    made, budgets = [], {}
-    store = MemoryStore()
-    original = Trial.train_to
-
-    def spy(self, budget):
-        budgets.setdefault(self.index, []).append((self.charged_units, budget))
-        original(self, budget)
-
-    Trial.train_to = spy
-    try:
-        reports = SynchronousSuccessiveHalving(9, factory(tiny_splits, optimizer, made), store, rungs=RUNGS).run()
-    finally:
-        Trial.train_to = original
+def test_engine_trains_rungs_9_3_1_and_resumes_promoted_trials(tmp_path, optimizer):
+    store = FolderStore(tmp_path)
+    reports = engine(store, optimizer).run()
     assert [len(r.trials) for r in reports] == [9, 3, 1]
-    assert sorted(made) == list(range(9))  # each trial built once: promoted trials are resumed in memory
+    assert reports[1].trials == reports[0].promoted and reports[2].trials == reports[1].promoted
     winner = reports[-1].trials[0]
-    # The winner's budget rose rung by rung, and each call started from the cost already charged.
-    assert [b for _, b in budgets[winner]] == [30, 90, 180]
-    assert all(start >= prev for (start, _), prev in zip(budgets[winner][1:], (30, 90)))
-    assert set(store.eliminated) == set(range(9)) - {winner}
-    assert store.finished[winner][0] == 180
-    assert reports[1].trials == reports[0].promoted
+    details = store.details[winner]
+    assert sorted(details) == [30, 90, 180]
+    # The winner's charged cost kept growing across rungs: resumed from its checkpoint, never restarted.
+    charged = [details[b]["charged_units"] for b in (30, 90, 180)]
+    assert 30 <= charged[0] < 90 <= charged[1] < 180 <= charged[2] < 180 + 20
+    assert details[180]["backward_passes"] > details[30]["backward_passes"]
+    assert sorted(store.eliminated) == sorted(set(range(9)) - {winner})
+    assert list(store.completed) == [winner]
+    assert set(details[30]["val"]) == {"accuracy", "loss"} and details[30]["score"] == details[30]["val"]["accuracy"]
 
 
-def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_result(tiny_splits):
-    uninterrupted = SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve"), MemoryStore(), rungs=RUNGS).run()
+def test_only_one_trial_is_held_in_memory_at_a_time(tmp_path):
+    alive = weakref.WeakSet()
+    counts = []
 
-    store = MemoryStore()
+    def on_result(rung, index, score, resumed):
+        gc.collect()
+        counts.append(len(alive))
+
+    engine(FolderStore(tmp_path), alive=alive, on_result=on_result).run()
+    assert max(counts) <= 1
+
+
+def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_result(tmp_path):
+    uninterrupted = engine(FolderStore(tmp_path / "a")).run()
+    store = FolderStore(tmp_path / "b")
 
     class Killed(Exception):
         pass
 
     seen = []
 
-    def kill_mid_rung(rung, index, accuracy, resumed):
-        seen.append((rung, index))
-        if rung == 1 and len([s for s in seen if s[0] == 1]) == 2:
+    def kill_mid_rung(rung, index, score, resumed):
+        seen.append(rung)
+        if seen.count(1) == 2:
             raise Killed
 
     with pytest.raises(Killed):
-        SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve"), store, rungs=RUNGS, on_result=kill_mid_rung).run()
+        engine(store, on_result=kill_mid_rung).run()
     made = []
-    resumed = SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve", made), store, rungs=RUNGS).run()
+    resumed = engine(store, made=made).run()
     assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
     assert [r.promoted for r in resumed] == [r.promoted for r in uninterrupted]
-    # Rung 1 came entirely from the store; only rung-2 trials without a result were rebuilt.
-    assert len(made) < 9
+    assert len(made) == 1 + 1  # rung 2's last trial, then rung 3's; everything else came from the store
 
 
-def test_a_lost_checkpoint_is_replayed_into_the_same_state(tiny_splits):
-    uninterrupted = SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve"), MemoryStore(), rungs=RUNGS).run()
+@pytest.mark.parametrize("damage", ["delete", "truncate", "foreign"])
+def test_a_lost_or_damaged_checkpoint_is_replayed_into_the_same_state(tmp_path, damage):
+    uninterrupted = engine(FolderStore(tmp_path / "a")).run()
 
     class Killed(Exception):
         pass
 
-    def kill_after_rung_1(rung, index, accuracy, resumed):
+    def kill_after_rung_1(rung, index, score, resumed):
         if rung == 1:
             raise Killed
 
-    store = MemoryStore()
+    store = FolderStore(tmp_path / "b")
     with pytest.raises(Killed):
-        SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve"), store, rungs=RUNGS,
-                                     on_result=kill_after_rung_1).run()
-    store.checkpoints.clear()  # every checkpoint lost (say, to an OS crash); the results survived
-    resumed = SynchronousSuccessiveHalving(9, factory(tiny_splits, "eve"), store, rungs=RUNGS).run()
+        engine(store, on_result=kill_after_rung_1).run()
+    for path in (tmp_path / "b").glob("trial-*.pt"):
+        if damage == "delete":
+            path.unlink()
+        elif damage == "truncate":
+            path.write_bytes(path.read_bytes()[:100])
+        else:  # another sweep's checkpoint of the same configuration
+            other = Trial("tiny", CONFIGS[0], "eve", seed=0, index=int(path.stem[-4:]), backward_ratio=2.0,
+                          owner="another-sweep")
+            other.train_to(30)
+            other.save(path)
+    resumed = engine(store).run()
     assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]

@@ -1,4 +1,4 @@
-"""UCI Adult ("Census Income"): the bundled official files, verified, parsed and preprocessed (SPEC 4).
+"""UCI Adult ("Census Income"): the bundled official files, verified, parsed and preprocessed (paper, Appendix "UCI Adult").
 
 Preprocessing, in one place:
 

@@ -1,4 +1,4 @@
-"""The optimizers a search can train with, by name: EvE and the paper's eight baselines (SPEC 3).
+"""The optimizers a search can train with, by name: EvE and the paper's eight baselines (paper, Section "Experimental Setup").
 
 Every entry returns an object whose ``step(closure)`` runs one charged training step: the closure
 returns the loss on the step's minibatch and never calls ``backward`` itself. Baselines are wrapped
