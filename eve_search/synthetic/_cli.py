@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eve_search.store import StoreError
 from eve_search.synthetic._functions import FUNCTIONS, function_names
 from eve_search.synthetic._stats import PAPER_WIN_TIE_LOSS, analyse, win_tie_loss
 from eve_search.synthetic._suite import (
@@ -242,11 +243,11 @@ def run(args: argparse.Namespace) -> int:
         raise _usage("--alpha", f"{args.alpha!r} (expected a family-wise level in (0, 1))")
     if args.json is not None and args.json.is_dir():
         raise _usage("--json", f"{str(args.json)!r} is a directory (expected a file path)")
-    too_small = [f for f in args.functions if min(args.dims) < FUNCTIONS[f].min_dim]
-    if too_small:
-        raise _usage("--dims", f"{min(args.dims)} is below the smallest dimension of {', '.join(too_small)}")
     started = time.perf_counter()
-    store = SuiteStore(_storage_url(args), args.budget, args.clock)
+    try:
+        store = SuiteStore(_storage_url(args), args.budget, args.clock)
+    except StoreError as error:
+        raise _usage("--storage", str(error)) from None
     progress = _Progress(enabled=not args.quiet and not args.report_only)
     progress.start()
     try:

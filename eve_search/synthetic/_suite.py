@@ -199,14 +199,14 @@ class SuiteStore:
                                              load_if_exists=True)
         except Exception as error:  # noqa: BLE001 SQLAlchemy raises many kinds; the user needs one line of any
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise StoreError(f"--storage {storage!r}: cannot open the results store ({first_line})") from None
+            raise StoreError(f"cannot open the results store {storage!r} ({first_line})") from None
         saved = self.study.user_attrs.get("settings")
         if saved is None:
             self.study.set_user_attr("settings", settings)
         elif saved != settings:
             different = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
             raise StoreError(f"study {self.name!r} in {storage!r} was recorded with other settings "
-                             f"({', '.join(different)}); use another --storage")
+                             f"({', '.join(different)}); use another store")
 
     def records(self) -> dict[str, RunRecord]:
         """Every finished run, by :func:`run_key`."""

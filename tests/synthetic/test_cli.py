@@ -49,3 +49,11 @@ def test_report_only_on_an_empty_store_says_so(tmp_path, capsys):
     assert main(_args(tmp_path, "--report-only")) == 2
     err = capsys.readouterr().err
     assert err.startswith("eve-search bench synthetic: argument --report-only: no cell") and err.count("\n") == 1
+
+
+def test_a_store_that_cannot_be_opened_is_named(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'missing' / 'dir' / 'runs.db'}"
+    assert main(["bench", "synthetic", "--storage", url, "--dims", "2", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("eve-search bench synthetic: argument --storage: cannot open the results store")
+    assert err.count("\n") == 1

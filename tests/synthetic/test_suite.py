@@ -55,7 +55,7 @@ def test_a_store_recorded_with_other_settings_is_refused(tmp_path, monkeypatch):
     storage = f"sqlite:///{tmp_path / 'runs.db'}"
     SuiteStore(storage, budget=40)
     monkeypatch.setattr(_suite, "ADAM_LR", 0.01)
-    with pytest.raises(StoreError, match="other settings \\(adam_lr\\)"):
+    with pytest.raises(StoreError, match="other settings \\(adam_lr\\); use another store"):
         SuiteStore(storage, budget=40)
 
 
