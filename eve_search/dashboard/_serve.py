@@ -70,6 +70,13 @@ class DashboardServer(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Any]] | None = None
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a page that reloaded or closed while its poll was answered: nothing to report
+        super().handle_error(request, client_address)
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/"

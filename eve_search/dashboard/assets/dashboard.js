@@ -72,6 +72,7 @@
     var current = body.getAttribute("data-fingerprint");
     status.hidden = false;
     status.textContent = "live: checking the store every " + seconds + " s";
+    // The next check is scheduled when this one ends, so a slow store never piles up requests.
     function poll() {
       fetch("data.json", { cache: "no-store" }).then(function (response) {
         if (!response.ok) { throw new Error("HTTP " + response.status); }
@@ -80,12 +81,14 @@
         if (data.fingerprint !== current) { location.reload(); return; }
         status.className = "live-status";
         status.textContent = "live: up to date at " + new Date().toLocaleTimeString();
+        setTimeout(poll, seconds * 1000);
       }).catch(function (error) {
         status.className = "live-status stale";
         status.textContent = "live: cannot reach the server (" + error.message + "); retrying";
+        setTimeout(poll, seconds * 1000);
       });
     }
-    setInterval(poll, seconds * 1000);
+    setTimeout(poll, seconds * 1000);
   }
 
   Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), makeSortable);
