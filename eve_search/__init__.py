@@ -1,10 +1,21 @@
 """eve-search: rank many candidate configurations cheaply with EvE as the inner-loop trainer.
 
-The heavy integrations (Ray Tune, Optuna) import lazily; ``import eve_search`` needs only the core
-dependencies.
+The heavy integrations (Ray Tune, Optuna, transformers/peft) import lazily; ``import eve_search``
+needs only the core dependencies.
 """
 
 from eve_search.budget import CostMeter
+from eve_search.checkpoint import CheckpointError
+from eve_search.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    RungDecision,
+    RungLedger,
+    check_rungs,
+    promote_top_fraction,
+    rank_order,
+    rung_sizes,
+)
 from eve_search.optim import (
     EvE,
     MeteredOptimizer,
@@ -14,17 +25,52 @@ from eve_search.optim import (
     optimizer_names,
     register_optimizer,
 )
+from eve_search.spaces import (
+    Categorical,
+    Fixed,
+    Float,
+    Int,
+    SearchSpace,
+    get_space,
+    register_space,
+    space_names,
+)
+from eve_search.tasks import Splits, Task, get_task, register_task, task_names
+from eve_search.trial import Trial
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
+    "DEFAULT_RUNGS",
+    "PROMOTED_FRACTION",
+    "Categorical",
+    "CheckpointError",
     "CostMeter",
     "EvE",
+    "Fixed",
+    "Float",
+    "Int",
     "MeteredOptimizer",
     "MinimizeResult",
+    "RungDecision",
+    "RungLedger",
+    "SearchSpace",
+    "Splits",
+    "Task",
+    "Trial",
     "__version__",
+    "check_rungs",
+    "get_space",
+    "get_task",
     "make_optimizer",
     "minimize",
     "optimizer_names",
+    "promote_top_fraction",
+    "rank_order",
     "register_optimizer",
+    "register_space",
+    "register_task",
+    "rung_sizes",
+    "space_names",
+    "task_names",
 ]

@@ -245,6 +245,10 @@ def _build_parser() -> _Parser:
 
     configure_lora(commands.add_parser(
         "lora", help="the paper's LoRA protocol: adapters on a frozen causal LM (default: a small built-in Qwen2)"))
+    from eve_search.audit import configure_parser as configure_audit
+
+    configure_audit(commands.add_parser(
+        "audit", help="proxy audit: what a trustworthy ranking costs per trainer (tau, top-1 regret, wall time)"))
     from eve_search.bench_memory import configure_parser as configure_memory
 
     configure_memory(bench_kinds.add_parser(
@@ -310,8 +314,11 @@ def check_output_path(path: Path | None, argument: str, command: str) -> None:
 
 
 def _import_plugins(args: argparse.Namespace) -> None:
+    """Import each --plugin module, from the working directory first (as ``python -m`` would)."""
     import importlib
 
+    if args.plugin and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for module in args.plugin:
         try:
             importlib.import_module(module)
@@ -471,6 +478,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sweep(args)
         if args.command == "rank":
             return _rank(args)
+        if args.command == "audit":
+            from eve_search.audit import run as audit
+
+            return audit(args)
         if args.command == "dashboard":
             from eve_search.dashboard._cli import run as dashboard
 

@@ -72,9 +72,10 @@ def time_ratio(results: list[SweepResult], numerator: str = "eve",
 
 def _describe(config: dict[str, Any]) -> str:
     """A configuration in a few words: an MLP's shape first, then learning rate and weight decay."""
-    parts = [f"{config['width']}x{config['depth']}"] if {"width", "depth"} <= set(config) else []
-    parts += [f"{key} {value:.2e}" if isinstance(value, float) else f"{key} {value}"
-              for key, value in config.items() if key not in ("width", "depth", "lr", "weight_decay")]
+    shape = {"width", "depth"} <= set(config)
+    parts = [f"{config['width']}x{config['depth']}"] if shape else []
+    parts += [f"{key} {value:.2e}" if isinstance(value, float) else f"{key} {value}" for key, value in config.items()
+              if key not in ("lr", "weight_decay") and not (shape and key in ("width", "depth"))]
     if "lr" in config:
         parts.append(f"lr {config['lr']:.2e}")
     if "weight_decay" in config:
