@@ -1,0 +1,730 @@
+"""Synchronous successive halving on Optuna storage: a resumable, multi-worker ask-and-tell driver.
+
+Each configuration is one Optuna trial (user attribute ``config_index``); each rung of a configuration
+is one work item. Between work items a trial is **WAITING**, its whole state in a checkpoint file
+(:meth:`eve_search.trial.Trial.save`, atomic; loaded with ``weights_only=True``). A worker claims a
+waiting trial with the storage's atomic WAITING -> RUNNING transition (the one ``study.ask()`` uses
+to pop queued trials), records heartbeats for it while it trains, trains it to the rung's budget
+(resumed from its checkpoint, never restarted), saves the checkpoint, writes the rung's details
+(user attribute ``rung_{budget}``) and score (intermediate value at ``step = budget``, the commit
+point), and puts it back to WAITING. Any worker may train any rung, so the work spreads evenly and no
+trial stays in memory between rungs.
+
+A rung is decided by the rung ledger (:mod:`eve_search.ledger`) once every live trial of its cohort
+has reported; the ledger is rebuilt from the storage on every look, so workers share no state but the
+database. Eliminated trials end PRUNED (their checkpoints deleted), the survivor of the last rung
+COMPLETE with its score.
+
+A worker that dies stops sending heartbeats; after the grace period any worker's
+``optuna.storages.fail_stale_trials`` marks its trial FAIL, and the storage's
+``RetryHeartbeatStaleTrialCallback`` (set by :func:`worker_storage`) queues a copy with the same
+parameters, user attributes and reported values, which another worker resumes from the checkpoint.
+Training is deterministic (one seed per configuration), so the result equals an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import multiprocessing
+import os
+import pickle
+import socket
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+import torch
+from optuna.trial import FrozenTrial, TrialState
+
+from eve_search.checkpoint import CheckpointError, save_atomically
+from eve_search.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    RungLedger,
+    check_fraction,
+    check_rungs,
+    rank_order,
+)
+from eve_search.spaces import SearchSpace, get_space
+from eve_search.store import rung_key
+from eve_search.tasks import Task, get_task
+from eve_search.trial import Trial
+
+__all__ = ["WorkerReport", "run_sha", "run_sweep_on_optuna", "worker_storage"]
+
+WORKER_ATTR = "worker"  # user attribute: the worker that holds, or last held, a trial (host:pid)
+ERROR_ATTR = "error"  # user attribute of a trial whose training raised: it failed for good
+# A FAIL trial with neither an error nor a queued retry after this long (retries exhausted, or a
+# storage without a retry callback) has left its cohort.
+RETRY_SECONDS = 15.0
+
+
+def _quiet(call: Callable[[], Any]) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        return call()
+
+
+def worker_storage(url: str, *, heartbeat_interval: int = 2, grace_period: int | None = None,
+                   max_retry: int | None = 3) -> optuna.storages.RDBStorage:
+    """An RDB storage for SHA workers: heartbeats, and a dead worker's trial re-queued with its reports.
+
+    Args:
+        url: SQLAlchemy URL (``sqlite:///sweep.db``, ``postgresql+psycopg2://user@host/db``).
+        heartbeat_interval: seconds between heartbeats of a claimed trial.
+        grace_period: seconds without a heartbeat after which a trial is stale (default 4 intervals).
+        max_retry: times one configuration is re-queued after its worker died (None: no limit).
+    """
+    for name, value in (("heartbeat_interval", heartbeat_interval), ("grace_period", grace_period)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1 of seconds)")
+    grace = 4 * heartbeat_interval if grace_period is None else grace_period
+    sqlite = url.startswith("sqlite")
+    engine_kwargs = {"connect_args": {"timeout": 60}} if sqlite else {}
+    # Optuna 4.9 renamed RetryFailedTrialCallback / failed_trial_callback; older releases have the old names.
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
+    callback = _quiet(lambda: retry(max_retry=max_retry, inherit_intermediate_values=True))
+    keyword = ("heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in
+               inspect.signature(optuna.storages.RDBStorage).parameters else "failed_trial_callback")
+    storage = _quiet(lambda: optuna.storages.RDBStorage(
+        url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace,
+        **{keyword: callback}))
+    if sqlite:
+        import sqlalchemy
+
+        def write_ahead(connection: Any, record: Any) -> None:
+            # Several worker processes on one SQLite file: readers do not block the writer, and a
+            # commit survives a killed process without an fsync each time (a power loss may undo the
+            # last commits, which deterministic training recomputes exactly).
+            cursor = connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+            cursor.close()
+
+        sqlalchemy.event.listen(storage.engine, "connect", write_ahead)
+        storage.engine.dispose()  # connections opened from now on get the settings
+    return storage
+
+
+@dataclass
+class WorkerReport:
+    """What one worker did: rung results it trained, trials it pruned and completed, retries it resumed."""
+
+    worker: str
+    trained: int = 0
+    pruned: int = 0
+    completed: int = 0
+    resumed: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _View:
+    """The study as one read sees it: per configuration its trials, the ledger replayed."""
+
+    chains: dict[int, list[FrozenTrial]]
+    ledger: RungLedger
+
+    def live(self, index: int) -> FrozenTrial | None:
+        """The configuration's current trial (not FAIL), if any."""
+        alive = [t for t in self.chains.get(index, []) if t.state != TrialState.FAIL]
+        return alive[0] if alive else None
+
+
+class _Heartbeat:
+    """Records heartbeats for the trial this worker holds, from a background thread."""
+
+    def __init__(self, storage: optuna.storages.RDBStorage) -> None:
+        self.storage = storage
+        self.interval = float(storage.get_heartbeat_interval() or 0)
+        self.trial_id: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if self.interval > 0:
+            self._thread = threading.Thread(target=self._beat, name="eve-search-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.interval):
+            trial_id = self.trial_id
+            if trial_id is not None:
+                try:
+                    self.storage.record_heartbeat(trial_id)
+                except Exception:  # noqa: BLE001, S110 a missed beat is retried; a long outage makes the trial stale
+                    pass
+
+    def hold(self, trial_id: int | None) -> None:
+        if trial_id is not None and self.interval > 0:
+            self.storage.record_heartbeat(trial_id)
+        self.trial_id = trial_id
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class ShaWorker:
+    """One worker of a synchronous SHA study: claims work items until every rung is decided and applied.
+
+    Args:
+        study: the study (loaded on ``storage``).
+        storage: the study's RDB storage, preferably from :func:`worker_storage` (heartbeats, retries).
+        trials: configurations in the cohort (``config_index`` 0..trials-1).
+        make_trial: a fresh :class:`~eve_search.trial.Trial` for an index.
+        checkpoint_path: where an index's checkpoint lives (shared by every worker).
+        rungs, fraction, mode: the rung rule's parameters (:class:`~eve_search.ledger.RungLedger`).
+        details: extra details to record with a rung result (e.g. test metrics of a new best).
+        progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+    """
+
+    def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage, *, trials: int,
+                 make_trial: Callable[[int], Trial], checkpoint_path: Callable[[int], Path],
+                 rungs: tuple[int, ...], fraction: float, mode: str,
+                 details: Callable[[Trial, dict[str, float], float | None], dict[str, Any]] | None = None,
+                 poll_interval: float = 0.2, progress: Callable[..., None] | None = None,
+                 name: str | None = None) -> None:
+        self.study = study
+        self.storage = storage
+        self.study_id = storage.get_study_id_from_name(study.study_name)
+        self.trials = trials
+        self.make_trial = make_trial
+        self.checkpoint_path = checkpoint_path
+        self.rungs = check_rungs(rungs)
+        self.fraction = check_fraction(fraction)
+        self.mode = mode
+        self.details = details
+        self.poll_interval = poll_interval
+        self.progress = progress
+        self.report = WorkerReport(worker=name or f"{socket.gethostname()}:{os.getpid()}")
+        self._last_stale_check = 0.0
+
+    # Reading ----------------------------------------------------------------------------------------
+
+    def view(self) -> _View:
+        chains: dict[int, list[FrozenTrial]] = {}
+        for trial in self.study.get_trials(deepcopy=False):
+            index = trial.user_attrs.get("config_index")
+            if isinstance(index, int) and 0 <= index < self.trials:
+                chains.setdefault(index, []).append(trial)
+        for chain in chains.values():
+            chain.sort(key=lambda t: t.number)
+        ledger = RungLedger(self.rungs, self.fraction, self.mode, trials=range(self.trials))
+        view = _View(chains, ledger)
+        now = time.time()
+        for rung, budget in enumerate(self.rungs):
+            for index in ledger.cohort(rung):
+                for trial in view.chains.get(index, []):
+                    if budget in trial.intermediate_values:
+                        ledger.report(index, rung, float(trial.intermediate_values[budget]))
+                        break
+            for index in ledger.waiting_for(rung):
+                if self._gone(view, index, now):
+                    ledger.fail(index)
+            if ledger.decide(rung) is None:
+                break
+        return view
+
+    @staticmethod
+    def _gone(view: _View, index: int, now: float) -> bool:
+        """A configuration whose trials all failed for good (an error, or no retry coming)."""
+        chain = view.chains.get(index, [])
+        if not chain or view.live(index) is not None:
+            return False
+        last = chain[-1]
+        if ERROR_ATTR in last.user_attrs:
+            return True
+        ended = last.datetime_complete.timestamp() if last.datetime_complete else now
+        return now - ended > RETRY_SECONDS
+
+    # Claiming ---------------------------------------------------------------------------------------
+
+    def _trial_id(self, trial: FrozenTrial) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
+
+    def _claim(self, trial: FrozenTrial, heartbeat: _Heartbeat) -> int | None:
+        """Take a WAITING trial (atomic WAITING -> RUNNING); its id, or None if another worker took it.
+        Heartbeats are recorded for it until ``heartbeat.hold(None)``."""
+        trial_id = self._trial_id(trial)
+        # A fresh heartbeat first: the last one may be old, and a trial must never be stale the moment
+        # it starts running (there is no window between the claim and the first heartbeat either).
+        heartbeat.hold(trial_id)
+        try:
+            claimed = self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            claimed = False
+        if not claimed:
+            heartbeat.hold(None)
+            return None
+        if trial.user_attrs.get(WORKER_ATTR) != self.report.worker:  # written only when the holder changes
+            self.storage.set_trial_user_attr(trial_id, WORKER_ATTR, self.report.worker)
+        return trial_id
+
+    def _release(self, trial_id: int, heartbeat: _Heartbeat) -> None:
+        heartbeat.hold(None)
+        self.storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
+
+    # Working ----------------------------------------------------------------------------------------
+
+    def _load(self, index: int, budget: int) -> Trial:
+        trial = self.make_trial(index)
+        path = self.checkpoint_path(index)
+        if path.exists():
+            try:
+                trial.load(path)
+            except CheckpointError:
+                trial = self.make_trial(index)  # replayed from the start below, exactly
+            if trial.budget > budget:
+                trial = self.make_trial(index)
+        return trial
+
+    def _train(self, index: int, rung: int, trial_id: int, best: float | None) -> float:
+        budget = self.rungs[rung]
+        trial = self._load(index, budget)
+        # Every earlier rung budget is a stopping point of the trajectory: a missing or stale
+        # checkpoint is replayed into exactly the state an uninterrupted run had.
+        for earlier in self.rungs[:rung]:
+            if trial.budget < earlier:
+                trial.train_to(earlier)
+        trial.train_to(budget)
+        metrics = trial.evaluate()
+        score = trial.score(metrics)
+        details = {"score": score, "val": metrics, "charged_units": trial.charged_units,
+                   "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
+        if self.details is not None:
+            details.update(self.details(trial, metrics, best))
+        save_atomically(trial.to_bytes(), self.checkpoint_path(index))
+        self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
+        self.storage.set_trial_intermediate_value(trial_id, int(budget), float(score))  # the commit point
+        self.report.trained += 1
+        return score
+
+    def _best(self, view: _View) -> float | None:
+        scores = {(i, r): s for r in range(len(self.rungs)) for i, s in view.ledger.scores(r).items()}
+        if not scores:
+            return None
+        best = scores[rank_order(scores, self.mode)[0]]
+        return None if math.isnan(best) else best
+
+    def _finish(self, view: _View, index: int, heartbeat: _Heartbeat) -> bool:
+        """End a configuration the ledger stopped (PRUNED) or completed (COMPLETE)."""
+        live = view.live(index)
+        if live is None or live.state != TrialState.WAITING:
+            return False
+        if self._claim(live, heartbeat) is None:
+            return False
+        status = view.ledger.status(index)
+        try:
+            if status == "complete":
+                score = view.ledger.scores(len(self.rungs) - 1)[index]
+                if math.isfinite(score):
+                    self.study.tell(live.number, score)
+                else:
+                    self.study.tell(live.number, state=TrialState.FAIL)
+                self.report.completed += 1
+            else:
+                self.study.tell(live.number, state=TrialState.PRUNED)
+                self.checkpoint_path(index).unlink(missing_ok=True)  # a pruned trial never trains again
+                self.report.pruned += 1
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+            return False  # failed as stale while held (a stalled worker): its queued retry is ended instead
+        finally:
+            heartbeat.hold(None)
+        return True
+
+    def _work(self, view: _View, heartbeat: _Heartbeat, offset: int) -> int:
+        """Do every work item this view offers (ending decided trials, training the rungs due), in
+        order from ``offset``; the atomic claim keeps two workers off one item. Returns the items done."""
+        ledger = view.ledger
+        order = list(range(self.trials))
+        order = order[offset % len(order):] + order[:offset % len(order)]
+        done = 0
+        for index in order:
+            if ledger.status(index) in ("stopped", "complete") and self._finish(view, index, heartbeat):
+                done += 1
+        best = self._best(view)
+        for index in order:
+            rung = ledger.next_rung(index)
+            live = view.live(index)
+            if rung is None or live is None or live.state != TrialState.WAITING:
+                continue
+            trial_id = self._claim(live, heartbeat)
+            if trial_id is None:
+                continue
+            if live.system_attrs.get("failed_trial") is not None:
+                self.report.resumed += 1
+            try:
+                score = self._train(index, rung, trial_id, best)
+                self._release(trial_id, heartbeat)
+            except optuna.exceptions.UpdateFinishedTrialError:
+                heartbeat.hold(None)  # failed as stale while this worker trained it: its retry takes over
+                continue
+            except Exception as error:  # noqa: BLE001 the configuration fails for good; the cohort goes on
+                message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                reason = f"{type(error).__name__}: {message}"
+                heartbeat.hold(None)
+                try:
+                    self.storage.set_trial_user_attr(trial_id, ERROR_ATTR, reason)
+                    self.study.tell(live.number, state=TrialState.FAIL)
+                except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
+                    pass  # already failed as stale: its retry will meet the same error
+                warnings.warn(f"configuration {index} failed at rung {self.rungs[rung]} ({reason}); its cohort "
+                              "goes on without it", RuntimeWarning, stacklevel=2)
+                done += 1
+                continue
+            if not math.isnan(score) and (best is None or (score > best if self.mode == "max" else score < best)):
+                best = score
+            done += 1
+        return done
+
+    def _done(self, view: _View) -> bool:
+        for index in range(self.trials):
+            chain = view.chains.get(index, [])
+            live = view.live(index)
+            if not chain or (live is not None and not live.state.is_finished()):
+                return False
+            if live is None and view.ledger.status(index) != "failed":
+                return False
+        return True
+
+    def _report_progress(self, view: _View) -> None:
+        if self.progress is None:
+            return
+        ledger = view.ledger
+        decided = len(ledger.decisions())
+        rung = min(decided, len(self.rungs) - 1)
+        cohort = ledger.cohort(rung)
+        reported = len([i for i in cohort if i in ledger.scores(rung)])
+        self.progress("training", rung, reported, len(cohort), self._best(view))
+
+    def run(self, offset: int = 0) -> WorkerReport:
+        """Work until every configuration has ended; returns what this worker did."""
+        started = time.perf_counter()
+        heartbeat = _Heartbeat(self.storage)
+        try:
+            while True:
+                now = time.monotonic()
+                if now - self._last_stale_check >= 1.0:
+                    self._last_stale_check = now
+                    _quiet(lambda: optuna.storages.fail_stale_trials(self.study))
+                view = self.view()
+                self._report_progress(view)
+                if self._done(view):
+                    break
+                if not self._work(view, heartbeat, offset):
+                    time.sleep(self.poll_interval)
+        finally:
+            heartbeat.stop()
+            self.report.seconds = time.perf_counter() - started
+        return self.report
+
+
+def _best_details(task: Task) -> Callable[[Trial, dict[str, float], float | None], dict[str, Any]]:
+    """Test metrics for a score at least as good as the best recorded so far (read from the storage).
+
+    The best score found at any rung is always among them, so its test metrics exist whatever the
+    order in which workers finished (the in-process engine scores strict improvements in its fixed
+    order, which picks the same record)."""
+    def details(trial: Trial, metrics: dict[str, float], best: float | None) -> dict[str, Any]:
+        score = trial.score(metrics)
+        if math.isnan(score):
+            return {}
+        if best is None or (score >= best if task.mode == "max" else score <= best):
+            return {"test": trial.evaluate("test")}
+        return {}
+
+    return details
+
+
+# The library driver --------------------------------------------------------------------------------
+
+
+def _settings_attr(**values: Any) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
+
+
+def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: SearchSpace | str,
+            storage: optuna.storages.BaseStorage, checkpoint_dir: str | os.PathLike, optimizer: str = "eve",
+            seed: int = 0, rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION,
+            cost_mode: str = "calibrated", backward_ratio: float | None = None,
+            data_dir: str | os.PathLike | None = None, poll_interval: float = 0.2,
+            progress: Callable[..., None] | None = None) -> WorkerReport:
+    """Synchronous successive halving of ``n_trials`` configurations proposed by the study's sampler.
+
+    Call it in one process, or in several processes (machines) at once on the same study and storage:
+    each call is a worker, and all of them share the work. The first call creates the cohort:
+    ``n_trials`` trials through ``study.ask()``, each configuration from ``space.suggest(trial)`` (so
+    the study's sampler proposes it: TPE, random, QMC..., or parameters queued with
+    ``study.enqueue_trial``), and measures the cost calibration; the others wait for it (start the
+    first worker alone if they might start within the same instant). Every configuration is trained
+    as an eve-search :class:`~eve_search.trial.Trial`, checkpointed under ``checkpoint_dir`` (a folder
+    every worker can read) at every rung. A killed worker's trials continue in another worker after
+    the storage's grace period when ``storage`` comes from :func:`worker_storage`; a call after every
+    worker died resumes. Eliminated trials end PRUNED, the survivor COMPLETE.
+
+    Args:
+        study: an Optuna study on ``storage`` (single objective; its direction should match the task's).
+        task: a :class:`~eve_search.tasks.Task` or a registered name; ``space``: a declared space or name.
+        n_trials: configurations in the cohort.
+        storage: the RDB storage the study lives on (:func:`worker_storage` adds heartbeats and retries).
+        checkpoint_dir: folder for the trials' checkpoints.
+        optimizer, seed, rungs, fraction, cost_mode, backward_ratio: as in
+            :class:`~eve_search.sweep.SweepSettings`.
+        progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+
+    Returns:
+        this worker's :class:`WorkerReport`. The results are in the study (``study.best_trial``, the
+        user attributes ``rung_{budget}``, intermediate values at the rung budgets).
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    space = get_space(space) if isinstance(space, str) else space
+    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
+        raise ValueError(f"Invalid n_trials: {n_trials!r} (expected an int >= 1)")
+    rungs = check_rungs(rungs)
+    fraction = check_fraction(fraction)
+    try:
+        study_id = storage.get_study_id_from_name(study.study_name)
+    except KeyError:
+        raise ValueError(f"Invalid storage: it holds no study {study.study_name!r} (expected the storage the "
+                         "study was created on)") from None
+    del study_id
+    settings = _settings_attr(task=task.name, n_trials=n_trials, optimizer=optimizer, seed=seed, rungs=rungs,
+                              fraction=fraction, cost_mode=cost_mode, backward_ratio=backward_ratio)
+    data = task.data(data_dir)
+    _create_cohort(study, storage, task, space, n_trials, settings, data)
+    attrs = study.user_attrs
+    ratios = dict(attrs.get("backward_ratios") or {})
+    sweep_id = str(attrs["sweep_id"])
+    folder = Path(checkpoint_dir) / f"{study.study_name}-{sweep_id[:12]}"
+    configs: dict[int, dict[str, Any]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        index = trial.user_attrs.get("config_index")
+        if isinstance(index, int):
+            configs.setdefault(index, dict(trial.user_attrs["config"]))
+
+    def make_trial(index: int) -> Trial:
+        config = configs[index]
+        return Trial(task, config, optimizer, seed=seed, index=index, cost_mode=cost_mode,
+                     backward_ratio=ratios.get(task.cost_key(config)) if cost_mode == "calibrated" else None,
+                     data=data, owner=sweep_id)
+
+    worker = ShaWorker(study, storage, trials=n_trials, make_trial=make_trial,
+                       checkpoint_path=lambda index: folder / f"trial-{index:04d}.pt", rungs=rungs,
+                       fraction=fraction, mode=task.mode, details=_best_details(task), poll_interval=poll_interval,
+                       progress=progress)
+    return worker.run(offset=os.getpid())
+
+
+def _create_cohort(study: optuna.Study, storage: optuna.storages.BaseStorage, task: Task, space: SearchSpace,
+                   n_trials: int, settings: dict[str, Any], data: Any) -> None:
+    """Create the cohort once (the first worker), or wait for it and check the settings match."""
+    attrs = study.user_attrs
+    if "sha_cohort_size" not in attrs and "sha_creator" not in attrs:
+        token = uuid.uuid4().hex
+        study.set_user_attr("sha_creator", token)
+        time.sleep(0.5)  # the last of simultaneous starters wins; the others wait below
+        if study.user_attrs.get("sha_creator") == token:
+            _ask_cohort(study, storage, task, space, n_trials, settings, data)
+    deadline = time.monotonic() + 3600
+    while "sha_cohort_size" not in study.user_attrs:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"study {study.study_name!r}: the worker creating the cohort did not finish "
+                               "within an hour (it may have died: delete the study's 'sha_creator' user "
+                               "attribute and start again)")
+        time.sleep(0.5)
+    saved = study.user_attrs.get("sha_settings")
+    if saved != settings:
+        different = sorted(k for k in set(saved or {}) | set(settings) if (saved or {}).get(k) != settings.get(k))
+        raise ValueError(f"Invalid settings: study {study.study_name!r} runs SHA with other settings "
+                         f"({', '.join(different)} differ)")
+
+
+def _ask_cohort(study: optuna.Study, storage: optuna.storages.BaseStorage, task: Task, space: SearchSpace,
+                n_trials: int, settings: dict[str, Any], data: Any) -> None:
+    study_id = storage.get_study_id_from_name(study.study_name)
+    existing = {t.user_attrs["config_index"] for t in study.get_trials(deepcopy=False)
+                if isinstance(t.user_attrs.get("config_index"), int)}
+    asked = []
+    for index in range(n_trials):
+        if index in existing:
+            continue
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Heartbeat of storage", UserWarning)  # ask-and-tell on purpose
+            trial = study.ask()
+        config = space.suggest(trial)
+        trial.set_user_attr("config_index", index)
+        trial.set_user_attr("config", config)
+        asked.append(trial.number)
+    # Calibrate before any training (one frozen ratio per model shape), then release the trials.
+    ratios: dict[str, float] = {}
+    if settings["cost_mode"] == "calibrated":
+        configs = {t.user_attrs["config_index"]: t.user_attrs["config"] for t in study.get_trials(deepcopy=False)
+                   if isinstance(t.user_attrs.get("config_index"), int)}
+        for index in sorted(configs):
+            key = task.cost_key(configs[index])
+            if key not in ratios:
+                ratios[key] = settings["backward_ratio"] or Trial(
+                    task, configs[index], settings["optimizer"], seed=settings["seed"], index=index,
+                    cost_mode="measured", data=data).calibrate()
+    study.set_user_attr("backward_ratios", ratios)
+    study.set_user_attr("sweep_id", uuid.uuid4().hex)
+    study.set_user_attr("sha_settings", settings)
+    for number in asked:
+        storage.set_trial_state_values(storage.get_trial_id_from_study_id_trial_number(study_id, number),
+                                       state=TrialState.WAITING)
+    study.set_user_attr("sha_cohort_size", n_trials)
+
+
+# The CLI backend -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _WorkerJob:
+    """What a worker process needs to rebuild the sweep (the task travels without its data)."""
+
+    settings: Any
+    task: Task
+    data: Any
+    url: str
+    checkpoint_root: Path
+    heartbeat_interval: int
+    grace_period: int | None
+    poll_interval: float
+    threads: int
+    offset: int
+
+
+def _open_worker(job: _WorkerJob, sweep: Any = None) -> tuple[ShaWorker, Any]:
+    from eve_search.store import SweepStore
+    from eve_search.sweep import Sweep
+
+    if sweep is None:
+        space = get_space(job.settings.space)
+        configs = space.sample(job.settings.configs, job.settings.config_seed)
+        store = SweepStore(job.url, job.settings.name, configs, space, job.checkpoint_root, job.settings.as_dict(),
+                           direction="maximize" if job.task.mode == "max" else "minimize", resume=True)
+        sweep = Sweep(job.settings, job.task, job.data, configs, store)
+    storage = worker_storage(job.url, heartbeat_interval=job.heartbeat_interval, grace_period=job.grace_period)
+    study = optuna.load_study(study_name=sweep.store.name, storage=storage)
+    worker = ShaWorker(study, storage, trials=len(sweep.configs), make_trial=sweep.make_trial,
+                       checkpoint_path=sweep.store.checkpoint_path, rungs=job.settings.rungs,
+                       fraction=job.settings.fraction, mode=sweep.task.mode, details=_best_details(sweep.task),
+                       poll_interval=job.poll_interval)
+    return worker, sweep
+
+
+def _worker_process(job: _WorkerJob) -> None:
+    torch.set_num_threads(job.threads)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    worker, _ = _open_worker(job)
+    worker.run(offset=job.offset)
+
+
+def _release_unclaimed(sweep: Any, storage: optuna.storages.BaseStorage, study: optuna.Study) -> None:
+    """The store creates one RUNNING trial per configuration; a trial no worker has claimed yet goes to
+    the queue (WAITING), where workers claim it."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if "config_index" in trial.user_attrs and WORKER_ATTR not in trial.user_attrs and \
+                trial.system_attrs.get("failed_trial") is None:
+            storage.set_trial_state_values(storage.get_trial_id_from_study_id_trial_number(study_id, trial.number),
+                                           state=TrialState.WAITING)
+
+
+def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[..., None] | None = None,
+                        heartbeat_interval: int = 2, grace_period: int | None = None, poll_interval: float = 0.2,
+                        threads: int | None = None) -> Any:
+    """Run a prepared sweep (:func:`eve_search.sweep.prepare_sweep`) with ``workers`` worker processes on
+    its store, and summarize it exactly as the in-process engine does.
+
+    This process is worker 0; ``workers - 1`` more are started (``spawn``). Each claims work items from
+    the study (see the module docstring), so killing any worker, even this one, loses nothing: the
+    others finish its work, and ``--resume`` continues a sweep every worker left. With the same seed and
+    a pinned ``backward_ratio`` the configurations, rung scores, promotions and result equal the local
+    engine's. To add workers on other machines, run the same command there with ``--resume`` and the
+    same ``--storage`` (PostgreSQL) and a ``--workdir`` on a shared file system: checkpoints must be
+    readable by every worker.
+
+    Args:
+        sweep: a :class:`~eve_search.sweep.Sweep`.
+        workers: worker processes (this one included).
+        progress: as for :meth:`~eve_search.sweep.Sweep.run`.
+        heartbeat_interval, grace_period: see :func:`worker_storage`.
+        threads: torch threads per worker (default: this process's threads divided among the workers).
+
+    Returns:
+        the sweep's :class:`~eve_search.sweep.SweepResult`.
+    """
+    from eve_search.sha import RungReport
+    from eve_search.sweep import _warm_up
+
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"Invalid workers: {workers!r} (expected an int >= 1)")
+    settings = sweep.settings
+    store = sweep.store
+    _warm_up(settings.optimizer)
+    started = time.perf_counter()
+    elapsed_before = float(store.get("wall_seconds", 0.0))
+    if progress is not None:
+        progress("calibrating", 0, 0, 0, None)
+    sweep.calibrate()
+    total_threads = torch.get_num_threads()
+    per_worker = threads or max(1, total_threads // workers)
+    job = _WorkerJob(settings=settings, task=sweep.task, data=sweep.data, url=store.url,
+                     checkpoint_root=store.checkpoint_dir.parent, heartbeat_interval=heartbeat_interval,
+                     grace_period=grace_period, poll_interval=poll_interval, threads=per_worker, offset=0)
+    if workers > 1:
+        try:
+            pickle.dumps(sweep.task)  # travels without its data
+        except Exception as error:  # noqa: BLE001 pickle raises several kinds
+            raise ValueError(f"Invalid task: {sweep.task.name!r} cannot be sent to worker processes ({error}); define "
+                             "its functions at module level in an importable module (a --plugin module), or use "
+                             "--workers 1") from None
+    worker, _ = _open_worker(job, sweep)
+    _release_unclaimed(sweep, worker.storage, worker.study)
+    before = sum(len(r) for r in store.rung_details().values())
+    context = multiprocessing.get_context("spawn")
+    children = []
+    for k in range(1, workers):
+        child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
+                                args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
+        child.start()
+        children.append(child)
+    worker.progress = progress
+    torch.set_num_threads(per_worker)
+    try:
+        worker.run(offset=0)
+    finally:
+        torch.set_num_threads(total_threads)
+        # Every trial has ended (or this process is going down): no worker holds work any more, so a
+        # worker still starting up (imports, opening the store) is stopped instead of waited for.
+        for child in children:
+            child.join(timeout=1)
+            if child.is_alive():
+                child.terminate()
+                child.join(timeout=30)
+    view = worker.view()
+    ledger = view.ledger
+    reports = []
+    for decision in ledger.decisions():
+        cohort = ledger.cohort(decision.rung)
+        scores = ledger.scores(decision.rung)
+        reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
+                                  promoted=list(decision.promoted)))
+    winner = store.get("winner")
+    if winner is None:
+        final = reports[-1]
+        index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
+        trial = sweep.make_trial(index)
+        trial.load(store.checkpoint_path(index))
+        winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+        store.set("winner", winner)
+        store.set("wall_seconds", elapsed_before + time.perf_counter() - started)
+    trained = sum(len(r) for r in store.rung_details().values()) - before
+    return sweep.result(reports, winner, trained=trained)

@@ -1,0 +1,159 @@
+"""The Optuna worker backend against the in-process engine on the 48-configuration UCI Adult sweep.
+
+Runs the same sweep (space, optimizer, training seed, pinned backward/forward ratio) with the local
+engine and with ``run_sweep_on_optuna`` at 1 and 2 worker processes, on SQLite and on PostgreSQL,
+each in a fresh store, and prints wall seconds side by side with the overhead over the local engine on
+the same database, and whether every result (configurations, rung scores, promotions, best and
+winner) is identical to the local engine's.
+
+    python searches/optuna_vs_local.py                          # SQLite, and a throwaway PostgreSQL
+    python searches/optuna_vs_local.py --postgres postgresql+psycopg2://user@host/db   # yours (empty)
+    python searches/optuna_vs_local.py --postgres none --json optuna_vs_local.json
+
+The throwaway PostgreSQL server needs the server binaries (Debian: ``apt-get install postgresql``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eve_search.integrations.optuna import run_sweep_on_optuna
+from eve_search.sweep import SweepSettings, prepare_sweep
+
+VARIABLE = ("wall_seconds", "training_seconds", "trained")
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+@contextlib.contextmanager
+def throwaway_postgres():
+    """A PostgreSQL server for this run only (unix socket, random port), removed afterwards."""
+    initdb, pg_ctl, createdb = _postgres_bin("initdb"), _postgres_bin("pg_ctl"), _postgres_bin("createdb")
+    if initdb is None or pg_ctl is None or createdb is None:
+        raise SystemExit("optuna_vs_local: PostgreSQL server binaries not found (install postgresql, or pass "
+                         "--postgres URL or --postgres none)")
+    root = Path(tempfile.mkdtemp(prefix="eve-search-pg-"))
+    data, sockets = root / "data", root / "sockets"
+    sockets.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # the server refuses to run as root
+        shutil.chown(root, "postgres")
+        shutil.chown(sockets, "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([*prefix, initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"], check=True,
+                   capture_output=True)
+    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-w", "-l", str(root / "server.log"), "-o",
+                    f"-p {port} -k {sockets} -c listen_addresses=''", "start"], check=True, capture_output=True)
+    try:
+        def database(name: str) -> str:
+            subprocess.run([*prefix, createdb, "-h", str(sockets), "-p", str(port), "-U", "postgres", name],
+                           check=True, capture_output=True)
+            return f"postgresql+psycopg2://postgres@/{name}?host={sockets}&port={port}"
+
+        yield database
+    finally:
+        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False, capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _comparable(result) -> dict:
+    values = result.as_dict()
+    for key in VARIABLE:
+        values.pop(key)
+    return values
+
+
+def run_one(settings: SweepSettings, url: str, workdir: Path, workers: int | None) -> tuple[float, object]:
+    """Wall seconds of one sweep from the start of preparing it to its result, and the result."""
+    started = time.perf_counter()
+    sweep = prepare_sweep(settings, storage=url, checkpoint_dir=workdir / "checkpoints")
+    result = sweep.run() if workers is None else run_sweep_on_optuna(sweep, workers=workers)
+    return time.perf_counter() - started, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--space", default="hp", choices=("hp", "arch"))
+    parser.add_argument("--optimizer", default="eve")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--backward-ratio", type=float, default=2.0,
+                        help="pinned backward/forward ratio (identical charging in every run)")
+    parser.add_argument("--workers", default="1,2", help="worker counts of the Optuna backend")
+    parser.add_argument("--postgres", default="auto",
+                        help="'auto' (a throwaway server), 'none', or the URL of an empty database")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args()
+    workers = [int(w) for w in args.workers.split(",")]
+    settings = SweepSettings(space=args.space, optimizer=args.optimizer, seed=args.seed,
+                             backward_ratio=args.backward_ratio)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="optuna-vs-local-") as tmp, contextlib.ExitStack() as stack:
+        root = Path(tmp)
+        databases: list[tuple[str, object]] = [("sqlite", lambda name: f"sqlite:///{root / name}.db")]
+        if args.postgres == "auto":
+            databases.append(("postgresql", stack.enter_context(throwaway_postgres())))
+        elif args.postgres != "none":
+            counter = iter(range(100))
+
+            def own(name: str, url: str = args.postgres) -> str:
+                if next(counter):
+                    raise SystemExit("optuna_vs_local: --postgres URL holds one sweep; run one database at a time "
+                                     "(--workers N)")
+                return url
+
+            databases.append(("postgresql", own))
+        print(f"Adult {args.space} sweep, {settings.configs} configurations, {settings.optimizer}, seed {settings.seed}, "
+              f"rungs {'/'.join(map(str, settings.rungs))}, ratio {settings.backward_ratio}; "
+              f"torch threads {torch.get_num_threads()}", flush=True)
+        for db, make_url in databases:
+            local_seconds, local = run_one(settings, make_url("local"), root / f"{db}-local", None)
+            reference = _comparable(local)
+            rows.append({"database": db, "backend": "local", "workers": 1, "seconds": local_seconds,
+                         "overhead": 1.0, "identical": True})
+            print(f"{db:>10}  local        {local_seconds:7.1f} s", flush=True)
+            for count in workers:
+                seconds, result = run_one(settings, make_url(f"optuna{count}"), root / f"{db}-optuna{count}", count)
+                identical = _comparable(result) == reference
+                rows.append({"database": db, "backend": "optuna", "workers": count, "seconds": seconds,
+                             "overhead": seconds / local_seconds, "identical": identical})
+                print(f"{db:>10}  optuna x{count}    {seconds:7.1f} s  {seconds / local_seconds:5.2f}x local  "
+                      f"result {'identical' if identical else 'DIFFERENT'}", flush=True)
+    print()
+    print("| database | backend | workers | wall s | / local | result |")
+    print("|---|---|---:|---:|---:|---|")
+    for row in rows:
+        print(f"| {row['database']} | {row['backend']} | {row['workers']} | {row['seconds']:.1f} | "
+              f"{row['overhead']:.2f} | {'identical' if row['identical'] else 'different'} |")
+    if args.json:
+        args.json.write_text(json.dumps({"settings": settings.as_dict(), "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""The Optuna integration on real studies: the synchronous SHA pruner and the multi-worker driver."""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from optuna.trial import TrialState
+
+from eve_search.integrations.optuna import (
+    CohortStalledError,
+    SynchronousSHAPruner,
+    decision_key,
+    run_sha,
+    run_sweep_on_optuna,
+    worker_storage,
+)
+from eve_search.ledger import promote_top_fraction
+from eve_search.sweep import SweepSettings, prepare_sweep
+from tests.integrations.tiny_tasks import (
+    TINY_WORKERS_TASK,  # registers tiny-workers and tiny-slow
+)
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny models: one thread is fastest, and the machine is shared.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+# The pruner ---------------------------------------------------------------------------------------
+
+
+def _study(direction="maximize", storage=None, **pruner_kwargs):
+    pruner_kwargs.setdefault("poll_interval", 0.01)
+    pruner = SynchronousSHAPruner(**pruner_kwargs)
+    return optuna.create_study(direction=direction, storage=storage, pruner=pruner,
+                               sampler=optuna.samplers.RandomSampler(seed=0))
+
+
+def test_nine_threads_keep_nine_three_one_and_the_best():
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for step in range(1, 901):  # a learning curve whose ranking changes after the first rung
+            value = x * (1 - math.exp(-step / 100)) + (0.3 if trial.number == 0 and step < 300 else 0.0)
+            if step in (100, 300, 900):
+                trial.report(value, step)
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+        return value
+
+    study = _study(rungs=(100, 300, 900), cohort_size=9)
+    study.optimize(objective, n_trials=9, n_jobs=9)
+    trials = study.trials
+    assert [sum(1 for t in trials if step in t.intermediate_values) for step in (100, 300, 900)] == [9, 3, 1]
+    assert sorted(t.state for t in trials).count(TrialState.PRUNED) == 8
+    for step, key in ((100, decision_key(0, 100)), (300, decision_key(0, 300))):
+        scores = {t.number: t.intermediate_values[step] for t in trials if step in t.intermediate_values}
+        assert study.user_attrs[key]["promoted"] == promote_top_fraction(scores, 1 / 3)
+    # Trial 0 led the first rung with a bonus that vanishes later: synchronous SHA judges it at 300
+    # against its real cohort, and the survivor is the best configuration.
+    assert 0 in study.user_attrs[decision_key(0, 100)]["promoted"]
+    assert study.best_trial.params["x"] == max(t.params["x"] for t in trials)
+
+
+def test_a_report_between_rungs_decides_nothing():
+    study = _study(rungs=(100, 300), cohort_size=3)
+    trials = [study.ask() for _ in range(3)]
+    trials[0].report(0.9, 50)
+    assert trials[0].should_prune() is False  # below the first rung: no wait, no decision
+    assert decision_key(0, 100) not in study.user_attrs
+    for trial, value in zip(trials, (0.9, 0.5, 0.1)):
+        trial.report(value, 100)
+    assert [t.should_prune() for t in trials] == [False, True, True]
+    trials[0].report(0.95, 150)  # between rungs, after its promotion: nothing to decide
+    assert trials[0].should_prune() is False
+    assert decision_key(0, 300) not in study.user_attrs
+    trials[0].report(0.97, 320)  # at or past a rung's budget: counts for it
+    assert trials[0].should_prune() is False
+    assert study.user_attrs[decision_key(0, 300)]["scores"] == {str(trials[0].number): 0.97}
+
+
+@pytest.mark.parametrize("direction,values,kept", [("maximize", (float("nan"), 0.1, 0.2), 2),
+                                                   ("minimize", (float("nan"), 0.7, 0.5), 2),
+                                                   ("minimize", (0.3, float("nan"), 0.3), 0)])
+def test_nan_ranks_last_and_ties_go_to_the_lower_number(direction, values, kept):
+    study = _study(direction, rungs=(10, 20), cohort_size=3)
+    trials = [study.ask() for _ in values]
+    for trial, value in zip(trials, values):
+        trial.report(value, 10)
+    assert [t.should_prune() for t in trials] == [k != kept for k in range(3)]
+
+
+def test_a_failed_trial_does_not_block_its_cohort():
+    study = _study(rungs=(10, 20), cohort_size=3)
+    trials = [study.ask() for _ in range(3)]
+    trials[0].report(0.4, 10)
+    study.tell(trials[1], state=TrialState.FAIL)
+    trials[2].report(0.6, 10)
+    assert [trials[0].should_prune(), trials[2].should_prune()] == [True, False]
+    assert study.user_attrs[decision_key(0, 10)]["stopped"] == [trials[0].number]
+
+
+def test_too_few_workers_is_one_error_naming_the_fix():
+    study = _study(rungs=(10, 20), cohort_size=9, stall_seconds=1)
+
+    def objective(trial):
+        trial.report(trial.number, 10)
+        return 0.0 if not trial.should_prune() else 1.0
+
+    with pytest.raises(CohortStalledError, match=r"n_jobs=9.*cohort_size.*timeout"):
+        study.optimize(objective, n_trials=9, n_jobs=3)
+
+
+def test_timeout_decides_without_trials_that_did_not_report():
+    study = _study(rungs=(10, 20), cohort_size=3, timeout=0.3)
+    first = study.ask()
+    first.report(0.5, 10)
+    assert first.should_prune() is False  # alone after the timeout: promoted
+    late = study.ask()
+    late.report(0.9, 10)
+    assert late.should_prune() is True  # the rung was decided without it
+    assert study.user_attrs[decision_key(0, 10)]["promoted"] == [first.number]
+
+
+def test_pruner_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="cohort_size: 0"):
+        SynchronousSHAPruner(cohort_size=0)
+    with pytest.raises(ValueError, match="timeout: -1"):
+        SynchronousSHAPruner(timeout=-1)
+    with pytest.raises(ValueError, match="rungs"):
+        SynchronousSHAPruner(rungs=(300, 100))
+    study = optuna.create_study(pruner=SynchronousSHAPruner(rungs=(10,)))
+    trial = study.ask()
+    trial.report(1.0, 10)
+    with pytest.raises(ValueError, match="cohort_size: None"):
+        trial.should_prune()
+
+
+_SLEEPER = """
+import sys, time, optuna
+from eve_search.integrations.optuna import SynchronousSHAPruner
+storage = optuna.storages.RDBStorage(sys.argv[1], heartbeat_interval=1, grace_period=2)
+study = optuna.load_study(study_name="killed", storage=storage,
+                          pruner=SynchronousSHAPruner(rungs=(10, 20), cohort_size=3))
+def objective(trial):
+    trial.set_user_attr("training", True)  # its heartbeat thread has started by now
+    time.sleep(600)  # "training" towards the first rung when it is killed
+study.optimize(objective, n_trials=1)
+"""
+
+
+def test_a_worker_killed_mid_rung_is_detected_by_heartbeat(tmp_path):
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=2)
+    study = optuna.create_study(study_name="killed", storage=storage, direction="maximize",
+                                pruner=SynchronousSHAPruner(rungs=(10, 20), cohort_size=3, poll_interval=0.05))
+    study.enqueue_trial({"x": 0.0})  # trial 0 goes to the worker that will die
+    worker = subprocess.Popen([sys.executable, "-c", _SLEEPER, url], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while not any("training" in t.user_attrs for t in study.get_trials(states=(TrialState.RUNNING,))):
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.1)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+
+        def objective(trial):
+            trial.report(trial.suggest_float("x", 0.0, 1.0), 10)
+            return 0.0 if not trial.should_prune() else 1.0
+
+        study.optimize(objective, n_trials=2, n_jobs=2)
+    finally:
+        worker.kill()
+    states = [t.state for t in study.trials]
+    assert states[0] == TrialState.FAIL
+    decision = study.user_attrs[decision_key(0, 10)]
+    assert sorted(decision["promoted"] + decision["stopped"]) == [1, 2]
+
+
+# The driver ---------------------------------------------------------------------------------------
+
+
+def _settings(task, configs, rungs=(10, 30, 90)):
+    return SweepSettings(task=task, space="tiny", optimizer="eve", seed=0, configs=configs, rungs=rungs,
+                         backward_ratio=2.0)
+
+
+def _comparable(result):
+    values = result.as_dict()
+    for key in ("wall_seconds", "training_seconds", "trained"):
+        values.pop(key)
+    return values
+
+
+def _check_study(url, name, configs):
+    """Exactly one live trial per configuration, ended; every FAIL trial retried by a later one."""
+    study = optuna.load_study(study_name=name, storage=url)
+    by_index: dict[int, list] = {}
+    for trial in study.trials:
+        by_index.setdefault(trial.user_attrs["config_index"], []).append(trial)
+    assert sorted(by_index) == list(range(configs))  # none lost
+    failed = 0
+    for chain in by_index.values():
+        live = [t for t in chain if t.state != TrialState.FAIL]
+        assert len(live) == 1 and live[0].state in (TrialState.PRUNED, TrialState.COMPLETE)  # none duplicated
+        failed += len(chain) - 1
+        for dead in chain[:-1]:
+            assert dead.state == TrialState.FAIL and chain[-1].system_attrs["failed_trial"] == chain[0].number
+    return study, failed
+
+
+def test_one_worker_equals_the_local_engine(tmp_path):
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b")
+    result = run_sweep_on_optuna(sweep, workers=1, heartbeat_interval=1)
+    assert _comparable(result) == _comparable(local)
+    assert result.trained == 12 + 4 + 2
+    study, failed = _check_study(url, settings.name, 12)
+    assert failed == 0
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 2
+    # Resuming a finished sweep trains nothing and reports the same result.
+    again = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b", resume=True))
+    assert again.trained == 0 and _comparable(again) == _comparable(local)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_optuna_dashboard_serves_the_driven_study(tmp_path):
+    settings = _settings("tiny-workers", 6, rungs=(10, 30))
+    url = f"sqlite:///{tmp_path / 'dash.db'}"
+    run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "c"), workers=1)
+    port = _free_port()
+    server = subprocess.Popen([str(Path(sys.executable).parent / "optuna-dashboard"), url, "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
+                    studies = json.load(response)["study_summaries"]
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.3)
+        (summary,) = [s for s in studies if s["study_name"] == settings.name]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{summary['study_id']}",
+                                    timeout=10) as response:
+            detail = json.load(response)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    trials = detail["trials"]
+    assert len(trials) == 6
+    steps = sorted({v["step"] for t in trials for v in t["intermediate_values"]})
+    assert steps == [10, 30]
+    assert sorted(t["state"] for t in trials) == ["Complete", "Complete"] + ["Pruned"] * 4
+    assert all(any(a["key"] == "rung_10" for a in t["user_attrs"]) for t in trials)
+
+
+def test_run_sha_with_the_study_sampler_and_queued_configurations(tmp_path):
+    url = f"sqlite:///{tmp_path / 'sha.db'}"
+    storage = worker_storage(url, heartbeat_interval=1)
+    study = optuna.create_study(study_name="sha", storage=storage, direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=3))
+    queued = {"width": 16, "depth": 1, "lr": 0.02, "weight_decay": 1e-4}
+    study.enqueue_trial(queued)
+    report = run_sha(study, TINY_WORKERS_TASK, 6, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+                     rungs=(10, 30))
+    trials = sorted(study.trials, key=lambda t: t.user_attrs["config_index"])
+    assert trials[0].params == queued and trials[0].user_attrs["config"] == queued
+    assert len({t.params["lr"] for t in trials}) == 6
+    assert [t.state for t in trials].count(TrialState.COMPLETE) == 2
+    assert report.trained == 6 + 2 and report.pruned == 4 and report.completed == 2
+    assert study.best_value == max(t.intermediate_values[30] for t in trials if 30 in t.intermediate_values)
+    assert len(list((tmp_path / "ck").glob("*/trial-*.pt"))) == 2  # pruned trials' checkpoints are deleted
+    with pytest.raises(ValueError, match="other settings"):
+        run_sha(study, TINY_WORKERS_TASK, 6, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+                rungs=(10, 40))
+
+
+def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, postgres_url):
+    settings = _settings("tiny-slow", 48)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    expected = _comparable(local)
+
+    # Four workers, nobody killed.
+    from sqlalchemy import create_engine, text
+
+    def fresh_database(name):
+        engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+        with engine.connect() as connection:
+            connection.execute(text(f"CREATE DATABASE {name}"))
+        engine.dispose()
+        return postgres_url.replace("/eve?", f"/{name}?")
+
+    url = fresh_database("workers4")
+    result = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b"), workers=4,
+                                 heartbeat_interval=1)
+    assert _comparable(result) == expected
+    _, failed = _check_study(url, settings.name, 48)
+    assert failed == 0
+
+    # Four workers, one SIGKILLed while it holds a configuration (training it towards a rung).
+    url = fresh_database("killed")
+    sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "c")
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_optuna(
+        sweep, workers=4, heartbeat_interval=1, grace_period=3)))
+    runner.start()
+    study = optuna.load_study(study_name=settings.name, storage=url)
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and runner.is_alive():
+        children = {str(p.pid) for p in multiprocessing.active_children()}
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            pid = str(trial.user_attrs.get("worker", "")).rpartition(":")[2]
+            if pid in children:
+                os.kill(int(pid), signal.SIGSTOP)  # frozen, then checked: it still holds the trial mid-rung
+                now = study.get_trials(deepcopy=False)[trial.number]
+                if now.state == TrialState.RUNNING and now.user_attrs.get("worker") == trial.user_attrs["worker"] \
+                        and now.intermediate_values == trial.intermediate_values:
+                    os.kill(int(pid), signal.SIGKILL)
+                    killed = trial.number
+                else:
+                    os.kill(int(pid), signal.SIGCONT)
+                break
+        time.sleep(0.02)
+    runner.join(timeout=300)
+    assert killed is not None, "no worker was caught training"
+    assert _comparable(outcome["result"]) == expected
+    study, failed = _check_study(url, settings.name, 48)
+    assert failed >= 1 and study.trials[killed].state == TrialState.FAIL
