@@ -25,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from eve_search.ledger import rank_order
 
@@ -51,6 +50,8 @@ def kendall_tau_b(a: Scores, b: Scores) -> float:
     keys = _common(a, b)
     if len(keys) < 2:
         return math.nan
+    from scipy import stats  # imported on first use: building the CLI parser must not pay for scipy
+
     return float(stats.kendalltau([a[k] for k in keys], [b[k] for k in keys], variant="b").statistic)
 
 

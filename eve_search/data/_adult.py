@@ -26,12 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import torch
 
 from eve_search.tasks import Splits
+
+if TYPE_CHECKING:  # pandas is imported where CSV is parsed, so importing this module stays cheap
+    import pandas as pd
 
 __all__ = ["ADULT_SHA256", "AdultDataError", "AdultSplits", "bundled_adult_dir", "load_adult"]
 
@@ -93,6 +96,8 @@ def _read_verified(directory: Path, name: str) -> bytes:
 
 
 def _parse(content: bytes, skip_first_line: bool) -> pd.DataFrame:
+    import pandas as pd
+
     frame = pd.read_csv(io.BytesIO(content), header=None, names=list(COLUMNS), skipinitialspace=True,
                         skiprows=1 if skip_first_line else 0, dtype=str, skip_blank_lines=True)
     return frame.dropna(how="all")  # the files end with a blank line
@@ -100,6 +105,8 @@ def _parse(content: bytes, skip_first_line: bool) -> pd.DataFrame:
 
 def _encode(frame: pd.DataFrame, vocabulary: dict[str, list[str]], mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     numeric = (frame[list(NUMERIC)].astype(np.float64).to_numpy() - mean) / std
+    import pandas as pd
+
     blocks = [numeric]
     for column in CATEGORICAL:
         categories = vocabulary[column]
@@ -111,14 +118,18 @@ def _encode(frame: pd.DataFrame, vocabulary: dict[str, list[str]], mean: np.ndar
     return np.concatenate(blocks, axis=1).astype(np.float32)
 
 
-def _labels(frame: pd.DataFrame) -> torch.Tensor:
-    return torch.from_numpy((frame["income"].str.rstrip(".") == ">50K").to_numpy().astype(np.int64))
+def _labels(frame: pd.DataFrame) -> np.ndarray:
+    return (frame["income"].str.rstrip(".") == ">50K").to_numpy().astype(np.int64)
 
 
-@functools.lru_cache(maxsize=4)
-def _load(directory: Path) -> AdultSplits:
-    train = _parse(_read_verified(directory, "adult.data"), skip_first_line=False)
-    test = _parse(_read_verified(directory, "adult.test"), skip_first_line=True)
+# Bump when the preprocessing changes: cached arrays of another version are never read.
+PREPROCESSING_VERSION = 1
+ARRAYS = ("x_train", "y_train", "x_val", "y_val", "x_test", "y_test", "feature_names")
+
+
+def _preprocess(train_content: bytes, test_content: bytes) -> dict[str, np.ndarray]:
+    train = _parse(train_content, skip_first_line=False)
+    test = _parse(test_content, skip_first_line=True)
     order = torch.randperm(len(train), generator=torch.Generator().manual_seed(SPLIT_SEED))
     val_rows = np.sort(order[: len(train) // 10].numpy())
     train_rows = np.sort(order[len(train) // 10:].numpy())
@@ -127,15 +138,25 @@ def _load(directory: Path) -> AdultSplits:
     std = fit[list(NUMERIC)].astype(np.float64).to_numpy().std(axis=0)
     vocabulary = {column: sorted(train[column].unique()) for column in CATEGORICAL}
     train_features = _encode(train, vocabulary, mean, std)
-    x_test = _encode(test, vocabulary, mean, std)
     labels = _labels(train)
     names = [*NUMERIC, *(f"{column}={value}" for column in CATEGORICAL for value in vocabulary[column])]
-    return AdultSplits(
-        x_train=torch.from_numpy(train_features[train_rows]), y_train=labels[train_rows],
-        x_val=torch.from_numpy(train_features[val_rows]), y_val=labels[val_rows],
-        x_test=torch.from_numpy(x_test), y_test=_labels(test),
-        feature_names=tuple(names),
-    )
+    return {"x_train": train_features[train_rows], "y_train": labels[train_rows],
+            "x_val": train_features[val_rows], "y_val": labels[val_rows],
+            "x_test": _encode(test, vocabulary, mean, std), "y_test": _labels(test),
+            "feature_names": np.array(names, dtype=np.str_)}
+
+
+@functools.lru_cache(maxsize=4)
+def _load(directory: Path) -> AdultSplits:
+    from eve_search.data._cache import cached_arrays
+
+    train_content = _read_verified(directory, "adult.data")
+    test_content = _read_verified(directory, "adult.test")
+    # Both files were just verified against the official checksums, which therefore key the cache.
+    key = f"v{PREPROCESSING_VERSION}-{ADULT_SHA256['adult.data'][:16]}-{ADULT_SHA256['adult.test'][:16]}"
+    arrays = cached_arrays("adult", key, lambda: _preprocess(train_content, test_content), ARRAYS)
+    tensors = {name: torch.from_numpy(np.ascontiguousarray(arrays[name])) for name in ARRAYS[:-1]}
+    return AdultSplits(**tensors, feature_names=tuple(str(name) for name in arrays["feature_names"]))
 
 
 def load_adult(data_dir: str | os.PathLike | None = None) -> AdultSplits:

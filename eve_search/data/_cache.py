@@ -1,0 +1,83 @@
+"""An on-disk cache of preprocessed arrays, so a second run does not parse CSV again.
+
+Entries are ``.npz`` files of plain numeric and string arrays, read with ``allow_pickle=False`` (loading
+an entry never executes code). An entry's name carries its key (for a dataset: the sha256 of its source
+files and the preprocessing version), it is written to a temporary file in the cache folder and renamed
+into place (a killed process leaves the old entry or the new one, never half of one), and an entry that
+cannot be read or does not have the expected arrays is recomputed and rewritten. The folder is
+``$EVE_SEARCH_CACHE``, else ``$XDG_CACHE_HOME/eve-search``, else ``~/.cache/eve-search``; when it cannot
+be written the data is simply computed every time.
+
+Example:
+    >>> import numpy as np, tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> compute = lambda: {"x": np.arange(3.0)}
+    >>> cached_arrays("demo", "key1", compute, ("x",), folder=folder)["x"]
+    array([0., 1., 2.])
+    >>> sorted(p.name for p in folder.iterdir())
+    ['demo-key1.npz']
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["cache_folder", "cached_arrays"]
+
+
+def cache_folder() -> Path:
+    """Where eve-search keeps its caches (see the module docstring)."""
+    explicit = os.environ.get("EVE_SEARCH_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "eve-search"
+
+
+def _read(path: Path, names: Sequence[str]) -> dict[str, np.ndarray] | None:
+    try:
+        with np.load(path, allow_pickle=False) as entry:
+            if set(entry.files) != set(names):
+                return None
+            return {name: entry[name] for name in names}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
+        return None  # missing, truncated, corrupt or foreign: recompute
+
+
+def _write(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    except OSError:
+        return  # a read-only home: no cache, same results
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cached_arrays(kind: str, key: str, compute: Callable[[], dict[str, np.ndarray]], names: Sequence[str], *,
+                  folder: Path | None = None) -> dict[str, np.ndarray]:
+    """The arrays ``compute()`` returns, from the cache entry ``{kind}-{key}.npz`` when it is readable and
+    holds exactly ``names``; otherwise computed and written there (atomically)."""
+    path = (cache_folder() if folder is None else folder) / f"{kind}-{key}.npz"
+    arrays = _read(path, names)
+    if arrays is not None:
+        return arrays
+    arrays = compute()
+    if set(arrays) != set(names):
+        raise ValueError(f"Invalid arrays: {sorted(arrays)} (expected {sorted(names)})")
+    try:
+        _write(path, arrays)
+    except OSError:
+        pass  # a full disk or a folder we may not write: the arrays are still right
+    return arrays
