@@ -32,7 +32,7 @@ Bounds = None | float | tuple[float, float] | Sequence[tuple[Any, Any]]
 
 
 def kaiming_bounds(params: Sequence[torch.Tensor]) -> list[float]:
-    """Per-tensor half-widths sqrt(6 / fan_in), the Kaiming-uniform range (SPEC 1).
+    """Per-tensor half-widths sqrt(6 / fan_in), the Kaiming-uniform range (paper, Appendix "MLP/MNIST: Architecture and Hyperparameters").
 
     A 1-D tensor right after a weight with as many output rows is that weight's bias and uses its
     fan_in; any other tensor of fewer than 2 dimensions (a norm scale, a scalar) uses fan_in = 1.
@@ -52,15 +52,21 @@ def kaiming_bounds(params: Sequence[torch.Tensor]) -> list[float]:
 
 
 def _as_bound(value: Any, p: torch.Tensor, what: str, index: int) -> torch.Tensor:
+    """One parameter's bound: a 0-dim tensor when it is one number for the whole tensor (stored once,
+    not per weight), else the flattened per-weight vector."""
     try:
-        return torch.as_tensor(value, dtype=p.dtype, device=p.device).expand_as(p).reshape(-1)
+        bound = torch.as_tensor(value, dtype=p.dtype, device=p.device)
+        if bound.numel() == 1:
+            return bound.reshape(())
+        return bound.expand_as(p).reshape(-1)
     except (RuntimeError, TypeError, ValueError) as error:
         raise ValueError(f"Invalid bounds: {what} bound of parameter {index} cannot be broadcast to "
                          f"its shape {tuple(p.shape)} ({error})") from None
 
 
-def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lower and upper bound vectors over all parameters, validated lower < upper everywhere."""
+def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Lower and upper bounds per parameter (0-dim when one number covers the tensor), validated
+    lower < upper everywhere."""
     if bounds is None:
         pairs = [(-b, b) for b in kaiming_bounds(params)]
     elif isinstance(bounds, (int, float)) and not isinstance(bounds, bool):
@@ -80,14 +86,17 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[torch.
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"Invalid bounds: entry {index} is {pair!r} (expected a (lower, upper) pair)")
         low, high = _as_bound(pair[0], p, "lower", index), _as_bound(pair[1], p, "upper", index)
-        bad = ~(low < high)
+        bad = ~(low < high).expand(p.numel())
         if bool(bad.any()):
             k = int(bad.nonzero()[0])
-            raise ValueError(f"Invalid bounds: lower {float(low[k])} >= upper {float(high[k])} at element {k} "
+            first_low, first_high = low.expand(p.numel())[k], high.expand(p.numel())[k]
+            raise ValueError(f"Invalid bounds: lower {float(first_low)} >= upper {float(first_high)} at element {k} "
                              f"of parameter {index} (expected lower < upper)")
+        if low.dim() != high.dim():  # one per-weight, one a number: store both per weight
+            low, high = low.expand(p.numel()), high.expand(p.numel())
         lowers.append(low)
         uppers.append(high)
-    return torch.cat(lowers), torch.cat(uppers)
+    return lowers, uppers
 
 
 class EvE(torch.optim.Optimizer):
@@ -98,8 +107,15 @@ class EvE(torch.optim.Optimizer):
     (proximity initialization). After every ``step`` the parameters hold the population's best
     member, so the module can be evaluated directly.
 
-    The parameters are rebound as views into one flat buffer (and their gradients into another),
-    so that writing a candidate into the model is one fused operation and no evaluation allocates.
+    The parameters are rebound as views into one flat buffer, so that writing a candidate into the
+    model is one fused operation and no evaluation allocates. Storage beyond the weights: the
+    population (4x the weights), its per-slot Adam moments (8x) and the DE child (1x), whose buffer
+    also receives the fallback's gradients (the child is no longer needed once the fallback starts;
+    ``p.grad`` views it only during a fallback burst and is None after ``step``); the bounds are
+    stored once per tensor when they are one number per tensor (the default). With the weights
+    that is 14x in all; the paper's count of 13x (Appendix "Vectorized Updates and Memory Cost")
+    leaves out the one gradient buffer the fallback needs, which its 4x for Adam includes. Polynomial
+    mutation adds one more buffer (the mutant).
 
     Args:
         params: the tensors to optimize (one parameter group: EvE treats them as one vector).
@@ -177,14 +193,13 @@ class EvE(torch.optim.Optimizer):
         lower, upper = _flat_bounds(bounds, params)
         self._params = params
         self._flat = torch.cat([p.detach().reshape(-1) for p in params])
-        self._flat_grad = torch.zeros_like(self._flat)
         self._views = self._rebind(self._flat)
-        self._grad_views = [g.view_as(p) for g, p in zip(self._split(self._flat_grad), params)]
 
-        span = upper - lower
         anchor_z = None
         if init == "proximity" and anchor == "weights":
-            anchor_z = (self._flat - lower) / span
+            anchor_z = torch.empty_like(self._flat)
+            for x, z_part, low, high in zip(self._split(self._flat), self._split(anchor_z), lower, upper):
+                torch.sub(x, low, out=z_part).div_(high - low)
             outside = int(((anchor_z < 0) | (anchor_z > 1)).sum())
             if outside:
                 warnings.warn(f"{outside} of {self._flat.numel()} weights lie outside EvE's bounds and were "
@@ -193,7 +208,10 @@ class EvE(torch.optim.Optimizer):
         self._init_generator, step_generator = make_generators(seed, self._flat.device)
         z = initial_population(init, population_size, self._flat.numel(), self._init_generator,
                                sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype, device=self._flat.device)
-        self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat)
+        self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat,
+                                      segments=[p.numel() for p in params])
+        # The fallback's gradients go into the child's buffer (free during a burst; see Population.scratch).
+        self._grad_views = [g.view_as(p) for g, p in zip(self._split(self._population.scratch), params)]
         # The module keeps its exact weights until the first step writes the best member into it.
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
@@ -234,7 +252,14 @@ class EvE(torch.optim.Optimizer):
             raise TypeError("EvE.step needs a closure that returns the loss on this iteration's batch "
                             "(like torch.optim.LBFGS, but without calling backward)")
         self._sync_hyperparameters()
-        self._population.iterate(_ModuleEvaluator(self, closure))
+        try:
+            self._population.iterate(_ModuleEvaluator(self, closure))
+        finally:
+            # The gradient views alias the child's buffer: never leave them on the parameters, where the
+            # next iteration's child would show through.
+            for p, g in zip(self._params, self._grad_views):
+                if p.grad is g:
+                    p.grad = None
         self._load_best()
         return self._population.best_value
 
@@ -289,8 +314,9 @@ class _ModuleEvaluator:
         for p, g in zip(opt._params, opt._grad_views):
             if p.grad is not g:
                 p.grad = g
-        opt._flat_grad.zero_()
+        gradient = opt._population.scratch  # the child's buffer: free during the burst
+        gradient.zero_()
         loss = charged_forward(self._closure, self._meter, graph=True)
         value = loss_value(loss)
         charged_backward(loss, self._meter)
-        return value, opt._flat_grad
+        return value, gradient

@@ -93,20 +93,36 @@ class Evaluator(Protocol):
 class Population:
     """Slots, values, per-slot Adam moments, the iteration counter and the step generator.
 
-    ``z`` is (population_size, n) in the unit cube; ``lower``/``upper`` are the real bounds (n,).
-    Values start at +inf and are filled by the first iteration, which scores every slot on the
-    first batch (line 2 of Algorithm 1); from then on, when ``refresh`` is true (a minibatch
-    objective), the challenged slot is re-scored on each new batch first (line 6).
+    ``z`` is (population_size, n) in the unit cube. The real box is given per segment of the flat
+    vector: ``lower``/``upper`` are either two (n,) vectors (one segment), or, with ``segments``
+    (the segment lengths, summing to n), one bound per segment, each a 0-dim tensor (the same
+    bound for the whole segment, e.g. a parameter tensor's Kaiming range, stored as one number) or
+    a vector of that segment's length. Values start at +inf and are filled by the first iteration,
+    which scores every slot on the first batch (line 2 of Algorithm 1); from then on, when
+    ``refresh`` is true (a minibatch objective), the challenged slot is re-scored on each new batch
+    first (line 6).
+
+    Storage: the population (4n), the per-slot moments (8n) and the child (n); the mutant (n) only
+    when polynomial mutation is on. The child is dead once the Adam fallback starts (only its value
+    is used after it has been mapped to the work point), so an evaluator may take its gradients into
+    :attr:`scratch` instead of holding a gradient buffer of its own.
     """
 
-    def __init__(self, z: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor,
-                 hyper: EvEHyperparameters, step_generator: torch.Generator, *, refresh: bool,
-                 work: torch.Tensor) -> None:
+    def __init__(self, z: torch.Tensor, lower: torch.Tensor | list[torch.Tensor],
+                 upper: torch.Tensor | list[torch.Tensor], hyper: EvEHyperparameters,
+                 step_generator: torch.Generator, *, refresh: bool, work: torch.Tensor,
+                 segments: list[int] | None = None) -> None:
         size, n = z.shape
         self.z = z
-        self.lower = lower
-        self.upper = upper
-        self.span = upper - lower
+        if segments is None:
+            segments, lower, upper = [n], [lower], [upper]
+        if sum(segments) != n or len(lower) != len(segments) or len(upper) != len(segments):
+            raise ValueError(f"Invalid segments: {len(segments)} segments of {sum(segments)} values, "
+                             f"{len(lower)} lower and {len(upper)} upper bounds, for vectors of {n} values")
+        self._segments = list(segments)
+        self._lower = list(lower)
+        self._upper = list(upper)
+        self._span = [high - low for low, high in zip(self._lower, self._upper)]
         self.generator = step_generator
         self.refresh = refresh
         self.values = [math.inf] * size
@@ -122,12 +138,50 @@ class Population:
         # PyTorch's fused kernel does Equation 4 (L2 folded into the gradient) in one pass.
         self._fused = z.device.type in ("cpu", "cuda")
         self.hyper = hyper
-        # Work buffer, allocated once: an iteration allocates nothing of size n.
-        self._candidates = torch.empty(2, n, dtype=z.dtype, device=z.device)  # child, mutant
+        # Work buffers, allocated once: an iteration allocates nothing of size n. The mutant exists
+        # only while polynomial mutation is on (allocated at its first use).
+        self._child = torch.empty(n, dtype=z.dtype, device=z.device)
+        self._mutant: torch.Tensor | None = None
 
     @property
     def size(self) -> int:
         return self.z.shape[0]
+
+    @property
+    def scratch(self) -> torch.Tensor:
+        """The child's buffer (n,): free for the evaluator's gradients during the Adam fallback."""
+        return self._child
+
+    def _full(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat([part.expand(size) for part, size in zip(parts, self._segments)])
+
+    @property
+    def lower(self) -> torch.Tensor:
+        """The lower bounds as one (n,) vector (built on request; the population stores them per segment)."""
+        return self._full(self._lower)
+
+    @property
+    def upper(self) -> torch.Tensor:
+        """The upper bounds as one (n,) vector (built on request)."""
+        return self._full(self._upper)
+
+    @property
+    def span(self) -> torch.Tensor:
+        """upper - lower as one (n,) vector (built on request)."""
+        return self._full(self._span)
+
+    def to_unit(self, x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """z = clamp((x - x_l) / (x_u - x_l), 0, 1): a real point back into the unit cube."""
+        for x_part, out_part, low, span in zip(x.split(self._segments, -1), out.split(self._segments, -1),
+                                               self._lower, self._span):
+            torch.sub(x_part, low, out=out_part).div_(span)
+        return out.clamp_(0.0, 1.0)
+
+    def clamp_to_box(self, x: torch.Tensor) -> torch.Tensor:
+        """Clamp the real point ``x`` into [x_l, x_u] in place."""
+        for part, low, high in zip(x.split(self._segments, -1), self._lower, self._upper):
+            torch.clamp(part, min=low, max=high, out=part)
+        return x
 
     @property
     def best_index(self) -> int:
@@ -138,8 +192,11 @@ class Population:
         return min(self.values)
 
     def to_real(self, z: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        """x = x_l + z * (x_u - x_l)."""
-        return torch.addcmul(self.lower, z, self.span, out=out)
+        """x = x_l + z * (x_u - x_l) (``z`` one point (n,) or rows (r, n))."""
+        for z_part, out_part, low, span in zip(z.split(self._segments, -1), out.split(self._segments, -1),
+                                               self._lower, self._span):
+            torch.addcmul(low, z_part, span, out=out_part)
+        return out
 
     def iterate(self, evaluator: Evaluator) -> None:
         """One iteration of Algorithm 1 (lines 5-24). Stops early, consistently, when the budget runs out."""
@@ -162,12 +219,14 @@ class Population:
         a, b, c = (others[k] for k in picks)
         u = torch.rand((), generator=self.generator).item()
         F_t = jittered_weight(h.F, h.gamma, u)
-        child = de_child(self.z, a, b, c, self.best_index, h.F, F_t, out=self._candidates[0])
+        child = de_child(self.z, a, b, c, self.best_index, h.F, F_t, out=self._child)
 
         if h.polynomial_mutation:
             gene = int(torch.randint(child.numel(), (), generator=self.generator))
             r = torch.rand((), generator=self.generator).item()
-            mutant = self._candidates[1]
+            if self._mutant is None:
+                self._mutant = torch.empty_like(child)
+            mutant = self._mutant
             mutant.copy_(child)
             gene_value = float(child[gene])
             mutant[gene] = min(1.0, max(0.0, gene_value + polynomial_mutation_delta(gene_value, r, h.eta)))
@@ -176,32 +235,31 @@ class Population:
             # Algorithm 1, lines 9 and 11: the child and then the mutant, each its own forward
             # evaluation (so each is timed as the algorithm performs it); a budget spent by the
             # child's evaluation leaves the mutant unscored.
-            child_value = sanitize(evaluator.score(self._candidates[:1])[0])
+            child_value = sanitize(evaluator.score(child.unsqueeze(0))[0])
             if not evaluator.exhausted():
-                mutant_value = sanitize(evaluator.score(self._candidates[1:])[0])
+                mutant_value = sanitize(evaluator.score(mutant.unsqueeze(0))[0])
                 if mutant_value < child_value:  # PM's own gate: keep the mutant only if strictly better
                     child.copy_(mutant)
                     child_value = mutant_value
         else:
             if evaluator.exhausted():
                 return
-            child_value = sanitize(evaluator.score(self._candidates[:1])[0])
+            child_value = sanitize(evaluator.score(child.unsqueeze(0))[0])
 
         if child_value < self.values[i] or h.n_adam == 0:
             if child_value < self.values[i]:  # strict greedy selection (Section "Selection")
                 self.z[i].copy_(child)
                 self.values[i] = child_value
             return
+        # Here child_value >= values[i]: the child itself can no longer be accepted, so only its value
+        # is needed from now on, and the burst may reuse its buffer (see ``scratch``).
         refined_value = self._adam_fallback(i, child, evaluator)
         if refined_value is None:
             return  # the budget ran out inside the burst
         if refined_value < child_value and refined_value < self.values[i]:
             # Only now map the refined point back to the unit cube (Algorithm 1, line 22).
-            torch.sub(self.work, self.lower, out=self.z[i]).div_(self.span).clamp_(0.0, 1.0)
+            self.to_unit(self.work, out=self.z[i])
             self.values[i] = refined_value
-        elif child_value < self.values[i]:
-            self.z[i].copy_(child)
-            self.values[i] = child_value
 
     def _adam_fallback(self, i: int, child: torch.Tensor, evaluator: Evaluator) -> float | None:
         """n_adam Adam steps from the child in real coordinates with slot i's own moments.
@@ -223,7 +281,7 @@ class Population:
                  max_exp_avg_sqs=[], state_steps=[self.adam_steps[i]], fused=self._fused, foreach=False,
                  amsgrad=False, beta1=h.betas[0], beta2=h.betas[1], lr=h.lr, weight_decay=h.weight_decay,
                  eps=h.eps, maximize=False)
-            torch.clamp(work, min=self.lower, max=self.upper, out=work)
+            self.clamp_to_box(work)
             steps_taken += 1
         if steps_taken == 0:
             return math.inf
