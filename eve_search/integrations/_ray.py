@@ -140,6 +140,8 @@ class SynchronousSHAScheduler(FIFOScheduler):
         self._idle: set[str] = set()  # trials left RUNNING without work on their actor (NOOP)
         self._served: set[str] = set()  # pending trials an idle actor was freed for
         self._state_path: Path | None = None
+        self._version = 0  # bumped whenever the ledger or the held scores change
+        self._cached: tuple[int, dict[str, str]] = (-1, {})
 
     # Properties -----------------------------------------------------------------------------------
 
@@ -203,6 +205,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
                                  f"differ from the restored run's ({state.get('time_attr')!r}, "
                                  f"{state.get('metric')!r})")
             self._ledger.load_state_dict(state["ledger"])
+            self._version += 1
             self._early = {str(k): float(v) for k, v in state["early"].items()}
             self._tags = dict(state.get("trials", {}))
             logger.info("SynchronousSHAScheduler: restored %d trials, %d rungs decided, from %s",
@@ -232,7 +235,9 @@ class SynchronousSHAScheduler(FIFOScheduler):
         for trial_id in self._ledger.members:  # joining order
             if trial_id in self._early and trial_id in self._ledger.cohort(0):
                 self._ledger.report(trial_id, 0, self._early[trial_id])
+                self._version += 1
         self._early.clear()
+        self._version += 1
         return True
 
     def _record(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any]) -> None:
@@ -257,12 +262,21 @@ class SynchronousSHAScheduler(FIFOScheduler):
             score = float(result[self._metric])
             if rung == 0 and not self._searcher_finished(tune_controller):
                 self._early[trial_id] = score
+                self._version += 1
                 return
             ledger.report(trial_id, rung, score)
+            self._version += 1
 
     def _status(self, trial_id: str) -> str:
+        """The ledger's status of a trial ("wait" while its first-rung score is held), computed once
+        per change of the ledger: Tune asks for it on every step."""
         assert self._ledger is not None
-        return "wait" if trial_id in self._early else self._ledger.status(trial_id)
+        if self._cached[0] != self._version:
+            self._cached = (self._version, {})
+        statuses = self._cached[1]
+        if trial_id not in statuses:
+            statuses[trial_id] = "wait" if trial_id in self._early else self._ledger.status(trial_id)
+        return statuses[trial_id]
 
     def _reached(self, trial_id: str) -> int:
         """The budget of the highest rung this trial has reported (0: none)."""
@@ -346,6 +360,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
                 raise ValueError(f"Invalid trial: {trial_id} was added after rung {self._rungs[0]} was decided "
                                  "(add every configuration up front: a finite num_samples)")
             ledger.add(trial_id)
+            self._version += 1
             self._tags[trial_id] = str(trial.experiment_tag)
             self._save()
             return
@@ -383,6 +398,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if status == "train" or (status == "wait" and not last_rung_reported):
             self._early.pop(trial_id, None)
             ledger.fail(trial_id)
+            self._version += 1
         self._act(tune_controller, current=trial)
         self._save()
 
@@ -391,6 +407,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if self._status(trial.trial_id) in ("train", "wait"):  # stopped by someone else
             self._early.pop(trial.trial_id, None)
             ledger.fail(trial.trial_id)
+            self._version += 1
             self._act(tune_controller, current=trial)
             self._save()
 
@@ -404,6 +421,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if self._status(trial.trial_id) in ("train", "wait"):
             self._early.pop(trial.trial_id, None)
             ledger.fail(trial.trial_id)
+            self._version += 1
             self._act(tune_controller, current=trial)
             self._save()
 
@@ -429,6 +447,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
             if status == "train" or (status == "wait" and trial.status == TuneTrial.ERROR):
                 self._early.pop(trial_id, None)
                 self._ledger.fail(trial_id)
+                self._version += 1
                 changed = True
         trials = tune_controller.get_trials()
         for trial_id in list(self._served):
@@ -482,6 +501,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if state["ledger"] is not None:
             self._ledger = RungLedger(self._rungs, self._fraction, self._mode or "max")
             self._ledger.load_state_dict(state["ledger"])
+            self._version += 1
         self._early = dict(state["early"])
 
 

@@ -18,6 +18,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,8 @@ def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: Progres
             self.flushed: set[int] = set()
             self.recorded = {(index, budget) for index, rungs in store.rung_details().items() for budget in rungs}
             self.trained = 0
+            self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eve-sweep-store")
+            self.writes: list[Future] = []
             self.done = [0 for _ in rungs]
             self.best: float | None = None
             self.sign = 1.0 if sweep.task.mode == "max" else -1.0
@@ -129,7 +132,9 @@ def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: Progres
             self._seen(trial, trial.last_result)
 
         def flush(self) -> None:
-            """Record every newly decided rung, in configuration order, then its eliminations."""
+            """Record every newly decided rung, in configuration order, then its eliminations. The
+            store writes run on one background thread, in order, so that Tune's loop (and the actors
+            waiting on it) go on while the database is written; :meth:`wait` joins them."""
             ledger = self.ledger
             if ledger is None:
                 return
@@ -139,6 +144,7 @@ def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: Progres
                 ids = decision.promoted + decision.stopped
                 if any(tid not in self.index for tid in ids):
                     return  # a restored trial this run has not heard from yet
+                rows = []
                 for tid in sorted(ids, key=self.index.__getitem__):
                     index = self.index[tid]
                     if (index, decision.budget) in self.recorded:
@@ -148,22 +154,34 @@ def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: Progres
                         logger.warning("the rung %d result of configuration %d was lost with the driver; "
                                        "the store misses it", decision.budget, index)
                         continue
-                    metrics = dict(result["val"])
-                    details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
-                               "charged_units": float(result["eval_cost"]),
-                               "wall_seconds": float(result["wall_seconds"]),
-                               "backward_passes": int(result["backward_passes"])}
-                    details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
-                    store.record(index, decision.budget, details, None)
+                    rows.append((index, result))
                     self.recorded.add((index, decision.budget))
                     self.trained += 1
-                    on_record()
-                if decision.rung == len(rungs) - 1:
-                    for tid in decision.stopped:
-                        store.complete(self.index[tid], float(ledger.score(tid, decision.rung)))
-                else:
-                    store.eliminate(sorted(self.index[tid] for tid in decision.stopped))
+                last = decision.rung == len(rungs) - 1
+                ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
+                self.writes.append(self.writer.submit(self._write, decision.budget, rows, ended, last))
                 self.flushed.add(decision.rung)
+
+        def _write(self, budget: int, rows: list, ended: list, last: bool) -> None:
+            for index, result in rows:
+                metrics = dict(result["val"])
+                details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
+                           "charged_units": float(result["eval_cost"]), "wall_seconds": float(result["wall_seconds"]),
+                           "backward_passes": int(result["backward_passes"])}
+                details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
+                store.record(index, budget, details, None)
+                on_record()
+            if last:
+                for index, score in ended:
+                    store.complete(index, score)
+            else:
+                store.eliminate(sorted(index for index, _ in ended))
+
+        def wait(self) -> None:
+            """Every store write done (the first error raised)."""
+            self.writer.shutdown(wait=True)
+            for write in self.writes:
+                write.result()
 
     recorder = SweepRecorder()
     _LIVE[recorder.token] = recorder
@@ -245,12 +263,20 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's console tables off (verbose=0 silences the classic output)
     try:
         grid = tuner.fit()
+    except BaseException:
+        recorder.writer.shutdown(wait=True)
+        raise
     finally:
         _LIVE.pop(recorder.token, None)
         if quiet is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:
             os.environ["RAY_AIR_NEW_OUTPUT"] = quiet
+    for result in grid:  # trials this run never heard from (a restored run of a finished sweep)
+        if result.metrics and "trial_id" in result.metrics:
+            recorder.index.setdefault(result.metrics["trial_id"], int(result.config[INDEX_KEY]))
+    if recorder.state_path is None and "://" not in root:  # the copy Tune synced to storage at the end
+        recorder.state_path = Path(root, EXPERIMENT, STATE_FILE)
     ledger = recorder.read_ledger()
     decisions = [] if ledger is None else ledger.decisions()
     if len(decisions) < len(s.rungs):
@@ -258,6 +284,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         raise RuntimeError(f"the Ray sweep ended before its last rung was decided ({len(decisions)} of "
                            f"{len(s.rungs)} rungs; {len(errors)} trials failed{': ' + errors[0] if errors else ''})")
     recorder.flush()
+    recorder.wait()
     ids = recorder.index
     reports = []
     for decision in decisions:
