@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import math
 
+import optuna
 import pytest
 
 from eve_search.cli import main
 from eve_search.data import FASHION_MNIST_DIR
 from tests.data.test_idx import write_dataset
 
-optuna = pytest.importorskip("optuna")
 
 
 def command(tmp_path, *extra):
@@ -110,7 +110,6 @@ def test_a_broken_data_folder_is_one_line(tmp_path, capsys):
     assert "t10k-labels-idx1-ubyte: truncated" in err and "\n" not in err
 
 
-@pytest.mark.skipif(not FASHION_MNIST_DIR.is_dir(), reason="Debian package dataset-fashion-mnist not installed")
 def test_fashion_mnist_is_never_called_mnist(tmp_path, capsys):
     args = ["mnist", "--data-dir", str(FASHION_MNIST_DIR), "--dataset-name", "MNIST", "--workdir", str(tmp_path),
             "--quiet"]

@@ -8,7 +8,7 @@ import pytest
 from eve_search.dashboard import dashboard_data, render_page, start_server
 from tests.dashboard.conftest import XSS, XSS_ATTR, add_generic
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="pip install 'eve-search[test]'")
+from selenium import webdriver
 from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
@@ -16,8 +16,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-pytestmark = pytest.mark.skipif(not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()),
-                                reason="needs the Debian packages chromium and chromium-driver")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chromium_is_installed():
+    if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
+        pytest.fail("the Debian packages chromium and chromium-driver are not installed; `make test` installs them")
 
 
 @pytest.fixture(scope="module")

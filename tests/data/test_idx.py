@@ -139,8 +139,6 @@ def test_datasets_are_named_by_checksum_never_by_file_names(tmp_path):
     assert identify_idx_dataset({}, KNOWN_IDX_DATASETS["Fashion-MNIST"]["gzip_md5"]) == "Fashion-MNIST"
 
 
-@pytest.mark.skipif(not FASHION_MNIST_DIR.is_dir(), reason="Debian package dataset-fashion-mnist not installed "
-                    "(make test installs it)")
 def test_the_debian_copy_is_recognised_as_fashion_mnist():
     splits, read = load_idx_splits(FASHION_MNIST_DIR)
     assert read.identified_as == "Fashion-MNIST"
