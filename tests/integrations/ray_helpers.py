@@ -51,12 +51,23 @@ class MarkedTrainable(EveTrainable):
     remembers it) when trial ``die_at[0]`` reaches budget ``die_at[1]``; ``fail_at`` makes a trial
     raise every time it reaches a budget."""
 
-    def setup(self, config, marks=None, delay=0.0, die_at=None, fail_at=None, **kwargs):
+    def setup(self, config, marks=None, delay=0.0, die_at=None, fail_at=None, actors=0, **kwargs):
         super().setup(config, **kwargs)
         self._marks = None if marks is None else Path(marks)
         self._delay = delay
         self._die_at = die_at
         self._fail_at = fail_at
+        self._actors = actors
+        if actors and self._marks is not None:  # this actor process exists
+            self._marks.mkdir(parents=True, exist_ok=True)
+            (self._marks / f"actor-{os.getpid()}").touch()
+
+    def _wait_for_actors(self):
+        """With ``actors=n``, the first step waits (up to a minute) until n actor processes exist, so
+        that a slow-starting node is not left out by actors that are reused before it is up."""
+        deadline = time.monotonic() + 60
+        while len(list(self._marks.glob("actor-*"))) < self._actors and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def reset_config(self, new_config):
         return super().reset_config(new_config)
@@ -73,6 +84,8 @@ class MarkedTrainable(EveTrainable):
                 self.trial.train_to((self.trial.budget + target) // 2)  # mid-rung
                 died.touch()
                 os._exit(1)
+        if self._actors and self._marks is not None and self.trial.budget == 0:
+            self._wait_for_actors()
         if self._delay:
             time.sleep(self._delay)
         result = super().step()

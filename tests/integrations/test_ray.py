@@ -247,7 +247,7 @@ def test_a_sweep_on_a_multi_node_cluster(uninterrupted, ray_address, tmp_path):
         ray.init(address=cluster.address, log_to_driver=False)
         cluster.wait_for_nodes()
         collect = Collect()
-        grid = sweep_tuner(tmp_path, "cluster", collect=collect).fit()
+        grid = sweep_tuner(tmp_path, "cluster", collect=collect, marks=str(tmp_path / "marks"), actors=2).fit()
         nodes = {r["node_id"] for _, r in collect.results}
         assert len(nodes) == 2  # both worker nodes trained trials; paused trials moved through storage_path
         assert outcome(grid, tmp_path / "cluster") == uninterrupted[0]
