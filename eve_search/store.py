@@ -78,6 +78,8 @@ class SweepStore:
         resume: continue an existing sweep of this name (a missing one starts fresh).
     """
 
+    kind = KIND  # the study's ``kind`` user attribute; a subclass storing another kind of run sets its own
+
     def __init__(self, storage: str, name: str, configs: list[dict[str, Any]], space: SearchSpace,
                  checkpoint_dir: Path, settings: dict[str, Any], *, direction: str = "maximize",
                  resume: bool) -> None:
@@ -97,7 +99,7 @@ class SweepStore:
             if not existing:
                 try:
                     self.study = optuna.create_study(study_name=name, storage=self.storage, direction=direction)
-                    self.study.set_user_attr("kind", KIND)
+                    self.study.set_user_attr("kind", self.kind)
                     self.study.set_user_attr("settings", settings)
                     self.study.set_user_attr("sweep_id", uuid.uuid4().hex)
                 except optuna.exceptions.DuplicatedStudyError:
@@ -106,7 +108,7 @@ class SweepStore:
                 self.study = optuna.load_study(study_name=name, storage=self.storage)
                 attrs = self.study.user_attrs
                 saved = attrs.get("settings")
-                if attrs.get("kind", KIND) != KIND or saved is None:
+                if attrs.get("kind", KIND) != self.kind or saved is None:
                     raise StoreError(f"--storage {storage!r}: study {name!r} is not an eve-search sweep")
                 if saved != settings:
                     different = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))

@@ -1,0 +1,434 @@
+"""The proxy audit behind ``eve-search audit``: what a trustworthy ranking costs, per trainer.
+
+A cheap inner loop is only worth its speed if stopping early still keeps the configuration that
+full training would pick. The audit measures that directly. Every configuration of a search space
+is trained by every trainer (the proxies and the reference, or "truth", trainer) along ONE
+trajectory per training seed: :meth:`~eve_search.trial.Trial.train_to` is called at each budget of
+a grid in order, never restarted, and at each grid point the validation and test metrics, the
+charged units and the trial's cumulative wall seconds are recorded. The truth of a training seed is
+the reference trainer's validation score at the last budget (so the truth and the reference as a
+proxy share their runs).
+
+Then, for each proxy and budget, paired by training seed, against the truth:
+
+* Kendall's tau-b of the two orderings (:func:`eve_search.ranking.agreement`, with its bootstrap);
+* the regret of the proxy's top-1: the truth score of the true best minus that of the proxy's pick
+  (:func:`top1_regret`; in points, i.e. x100, for accuracy);
+* whether the true best is in the proxy's top third, what successive halving keeps
+  (:func:`keeps_true_best`), as a rate over seeds;
+* the wall seconds the proxy spent to reach that budget over all configurations;
+
+with percentile bootstrap intervals over configurations, and a verdict per proxy: the cheapest
+budget, in wall seconds, at which it keeps the true best in its top third in at least 4 of 5 seeds
+(a rate of 0.8), and the cheapest at which its mean top-1 regret is under 0.1 point. A reference
+row, the truth under the next training seed, shows how far full training agrees with itself.
+
+Runs live in the results store (one Optuna study of kind ``"audit"`` per task, space, trainer and
+seed; one Optuna trial per configuration, the grid points as ``rung_{budget}`` user attributes and
+intermediate values), so an audit resumes where it was killed and a finished one is read back
+without training.
+
+Example (hand-made scores of three configurations):
+    >>> truth = {0: 0.80, 1: 0.85, 2: 0.83}
+    >>> proxy = {0: 0.70, 1: 0.72, 2: 0.75}
+    >>> round(top1_regret(proxy, truth), 4), keeps_true_best(proxy, truth, fraction=2 / 3)
+    (0.02, True)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eve_search.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    check_fraction,
+    check_rungs,
+    promotion_count,
+    rank_order,
+)
+from eve_search.ranking import agreement
+from eve_search.spaces import get_space
+from eve_search.store import SweepStore
+from eve_search.sweep import Sweep, SweepSettings, _warm_up
+from eve_search.tasks import Task, get_task
+
+__all__ = [
+    "AUDIT_KIND",
+    "DEFAULT_BUDGETS",
+    "AuditStore",
+    "audit_measures",
+    "audit_name",
+    "audit_report",
+    "budget_table",
+    "keeps_true_best",
+    "prepare_audit",
+    "run_audit",
+    "top1_regret",
+    "verdict",
+]
+
+AUDIT_KIND = "audit"
+# The rungs of a sweep plus a cheaper point.
+DEFAULT_BUDGETS: tuple[int, ...] = (30, *DEFAULT_RUNGS)
+KEEP_RATE = 0.8  # "in at least 4 of 5 seeds"
+REGRET_THRESHOLD = 0.1  # points (accuracy) or metric units
+
+Scores = Mapping[int, float]
+
+
+# The measures: small pure functions over {config_index: score} ----------------------------------
+
+
+def _ordered(scores: Scores) -> dict[int, float]:
+    return dict(sorted(scores.items()))
+
+
+def _worst(scores: Scores, mode: str) -> float:
+    finite = [v for v in scores.values() if not math.isnan(v)]
+    if not finite:
+        return math.nan
+    return min(finite) if mode == "max" else max(finite)
+
+
+def top1_regret(proxy: Scores, truth: Scores, mode: str = "max", scale: float = 1.0) -> float:
+    """How much worse, under the truth, the proxy's best configuration is than the true best.
+
+    Both picks use the promotion tie-break (:func:`eve_search.ledger.rank_order`, ties: the lower
+    configuration index); only configurations both scorings hold count. A pick whose truth score is
+    NaN (diverged) counts as the worst finite truth score. ``scale`` converts units (100: points).
+
+    >>> round(top1_regret({0: 0.9, 1: 0.5}, {0: 0.80, 1: 0.86}, scale=100), 6)
+    6.0
+    """
+    keys = sorted(set(proxy) & set(truth))
+    if not keys:
+        return math.nan
+    truth = {k: truth[k] for k in keys}
+    best = rank_order(truth, mode)[0]
+    pick = rank_order({k: proxy[k] for k in keys}, mode)[0]
+    picked = truth[pick] if not math.isnan(truth[pick]) else _worst(truth, mode)
+    gap = truth[best] - picked if mode == "max" else picked - truth[best]
+    return scale * gap
+
+
+def keeps_true_best(proxy: Scores, truth: Scores, fraction: float = PROMOTED_FRACTION, mode: str = "max") -> bool:
+    """Whether the truth's best configuration is among the proxy's top ``fraction`` (successive
+    halving's promotion: ceil(n * fraction), the same tie-break).
+
+    >>> keeps_true_best({0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.1, 1: 0.2, 2: 0.9})
+    False
+    """
+    keys = sorted(set(proxy) & set(truth))
+    if not keys:
+        return False
+    best = rank_order({k: truth[k] for k in keys}, mode)[0]
+    kept = rank_order({k: proxy[k] for k in keys}, mode)[:promotion_count(len(keys), fraction)]
+    return best in kept
+
+
+def _bootstrap_top(proxies: Sequence[Scores], truths: Sequence[Scores], fraction: float, mode: str, scale: float,
+                   resamples: int, level: float, seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Percentile intervals of the mean (over seeds) top-1 regret and keep rate, configurations
+    resampled with replacement within each seed (as :func:`eve_search.ranking.agreement` does for tau).
+    Within a resample, ties go to the first drawn copy."""
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if mode == "max" else -1.0
+    regrets, keeps = [], []
+    for proxy, truth in zip(proxies, truths, strict=True):
+        keys = sorted(set(proxy) & set(truth))
+        p = sign * np.array([proxy[k] for k in keys], dtype=float)
+        t = sign * np.array([truth[k] for k in keys], dtype=float)
+        p = np.where(np.isnan(p), -np.inf, p)
+        worst = np.nanmin(t) if np.isfinite(np.nanmin(t)) else 0.0
+        t = np.where(np.isnan(t), worst, t)
+        draws = rng.integers(0, len(keys), (resamples, len(keys)))
+        pd, td = p[draws], t[draws]
+        rows = np.arange(resamples)
+        pick = np.argmax(pd, axis=1)
+        regrets.append(scale * (td.max(axis=1) - td[rows, pick]))
+        best = np.argmax(td, axis=1)
+        ahead = (pd > pd[rows, best][:, None]).sum(axis=1)
+        keeps.append(ahead < promotion_count(len(keys), fraction))
+    alpha = (1 - level) / 2
+    mean_regret = np.mean(regrets, axis=0)
+    mean_keep = np.mean(keeps, axis=0)
+    return ((float(np.quantile(mean_regret, alpha)), float(np.quantile(mean_regret, 1 - alpha))),
+            (float(np.quantile(mean_keep, alpha)), float(np.quantile(mean_keep, 1 - alpha))))
+
+
+def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds: Sequence[int], *,
+                 pairs: Sequence[tuple[int, int]] | None = None, fraction: float = PROMOTED_FRACTION,
+                 mode: str = "max", scale: float = 1.0, resamples: int = 1000, level: float = 0.95,
+                 seed: int = 0) -> dict[str, Any]:
+    """Tau-b, top-1 regret and top-``fraction`` inclusion of one proxy scoring against the truth.
+
+    ``proxy[s]`` and ``truth[t]`` are ``{config_index: score}``, compared for each pair (s, t)
+    (default: the same seed); means over pairs with bootstrap intervals over configurations.
+    """
+    pairs = [(s, s) for s in seeds] if pairs is None else list(pairs)
+    tau = agreement(proxy, truth, pairs, resamples=resamples, level=level, seed=seed)
+    regrets = [top1_regret(proxy[s], truth[t], mode, scale) for s, t in pairs]
+    keeps = [keeps_true_best(proxy[s], truth[t], fraction, mode) for s, t in pairs]
+    regret_interval, keep_interval = _bootstrap_top([proxy[s] for s, _ in pairs], [truth[t] for _, t in pairs],
+                                                    fraction, mode, scale, resamples, level, seed)
+    return {
+        "tau": {"mean": tau.mean, "std": tau.std, "per_seed": tau.taus, "interval": list(tau.interval)},
+        "regret": {"mean": statistics.fmean(regrets), "per_seed": regrets, "interval": list(regret_interval)},
+        "keep": {"rate": statistics.fmean(keeps), "kept": sum(keeps), "seeds": len(keeps), "per_seed": keeps,
+                 "interval": list(keep_interval)},
+    }
+
+
+def verdict(rows: Mapping[int, Mapping[str, Any]], *, keep_rate: float = KEEP_RATE,
+            regret_threshold: float = REGRET_THRESHOLD) -> dict[str, Any]:
+    """The cheapest budget, by mean wall seconds, at which the proxy keeps the true best in its top
+    third in at least ``keep_rate`` of seeds; the cheapest at which its mean top-1 regret is under
+    ``regret_threshold``; and the cheapest at which both hold. None where no budget of the grid does.
+
+    ``rows[budget]`` holds ``"keep"``, ``"regret"`` (as :func:`budget_table` gives them) and
+    ``"wall_seconds"`` (``{"mean": ...}``).
+
+    >>> rows = {30: {"keep": {"rate": 0.6}, "regret": {"mean": 0.5}, "wall_seconds": {"mean": 2.0}},
+    ...         100: {"keep": {"rate": 0.8}, "regret": {"mean": 0.3}, "wall_seconds": {"mean": 6.0}},
+    ...         300: {"keep": {"rate": 1.0}, "regret": {"mean": 0.0}, "wall_seconds": {"mean": 18.0}}}
+    >>> v = verdict(rows)
+    >>> v["keeps_best"]["budget"], v["regret_under"]["budget"], v["both"]["budget"]
+    (100, 300, 300)
+    """
+
+    def cheapest(ok: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
+        passing = [(row["wall_seconds"]["mean"], budget) for budget, row in rows.items() if ok(row)]
+        if not passing:
+            return None
+        seconds, budget = min(passing)
+        return {"budget": budget, "wall_seconds": seconds}
+
+    def keeps(row: Mapping[str, Any]) -> bool:
+        return row["keep"]["rate"] >= keep_rate - 1e-9
+
+    def small(row: Mapping[str, Any]) -> bool:
+        return row["regret"]["mean"] < regret_threshold
+
+    return {"keep_rate": keep_rate, "regret_threshold": regret_threshold,
+            "keeps_best": cheapest(keeps), "regret_under": cheapest(small),
+            "both": cheapest(lambda row: keeps(row) and small(row))}
+
+
+# The runs: one study per (task, space, trainer, seed) ---------------------------------------------
+
+
+class AuditStore(SweepStore):
+    """A :class:`~eve_search.store.SweepStore` whose study holds audit runs (kind ``"audit"``): every
+    configuration trained through every grid budget, COMPLETE once it reached the last."""
+
+    kind = AUDIT_KIND
+
+
+def audit_name(settings: SweepSettings) -> str:
+    """The study name of one trainer's runs at one seed: ``audit-{task}-{space}-{trainer}-seed{seed}``."""
+    return f"audit-{settings.name}"
+
+
+def _stored_settings(settings: SweepSettings) -> dict[str, Any]:
+    values = settings.as_dict()
+    values["budgets"] = values.pop("rungs")
+    values.pop("fraction")
+    return values
+
+
+def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: Sequence[int], *,
+                  storage: str, checkpoint_dir: Path, budgets: Sequence[int] = DEFAULT_BUDGETS, configs: int = 48,
+                  config_seed: int = 0, cost_mode: str = "calibrated", backward_ratio: float | None = None,
+                  data_dir: Path | None = None, truth: str | None = None) -> dict[tuple[str, int], Sweep]:
+    """Open (or create) every (trainer, seed) study of one space, keyed (trainer, seed), before any
+    training: the task's data, the store and the settings are checked here. ``truth`` (the reference
+    trainer of this audit) is noted on every study for the dashboard."""
+    task = get_task(task) if isinstance(task, str) else task
+    budgets = check_rungs(budgets)
+    data = task.data(data_dir)
+    space_ = get_space(space)
+    sample = space_.sample(configs, config_seed)
+    prepared: dict[tuple[str, int], Sweep] = {}
+    for seed in seeds:
+        for trainer in trainers:
+            settings = SweepSettings(space=space, optimizer=trainer, seed=seed, config_seed=config_seed,
+                                     configs=configs, rungs=budgets, cost_mode=cost_mode,
+                                     backward_ratio=backward_ratio, task=task.name)
+            store = AuditStore(storage, audit_name(settings), sample, space_, checkpoint_dir,
+                               _stored_settings(settings), direction="maximize" if task.mode == "max" else "minimize",
+                               resume=True)
+            if truth is not None and store.get("truth") != truth:
+                store.set("truth", truth)
+            prepared[(trainer, seed)] = Sweep(settings, task, data, sample, store)
+    return prepared
+
+
+def _train_run(sweep: Sweep, index: int, recorded: Mapping[int, Mapping[str, Any]]) -> None:
+    """Train configuration ``index`` through every grid budget not yet recorded, along one trajectory
+    (from its checkpoint when a killed audit left one), recording each grid point."""
+    store, budgets = sweep.store, sweep.settings.rungs
+    trial = sweep.make_trial(index)
+    path = store.checkpoint_path(index)
+    if recorded and path.exists():
+        trial.load(path)
+    score = math.nan
+    for budget in budgets:
+        if budget <= trial.budget:
+            continue
+        trial.train_to(budget)
+        val = trial.evaluate("val")
+        score = trial.score(val)
+        details = {"score": score, "val": val, "test": trial.evaluate("test"),
+                   "charged_units": trial.charged_units, "wall_seconds": trial.wall_seconds,
+                   "backward_passes": trial.meter.backward_passes}
+        store.record(index, budget, details, None if budget == budgets[-1] else trial.to_bytes())
+    if math.isnan(score):  # every budget was already recorded (killed after the last record)
+        score = float(store.rung_details()[index][budgets[-1]]["score"])
+    store.complete(index, score)
+    path.unlink(missing_ok=True)
+
+
+AuditProgress = Callable[[str, int, str, int, int, int], None]
+
+
+def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress | None = None) -> int:
+    """Train every run not yet finished; returns how many runs this call trained.
+
+    Seed by seed, each trainer's ratios are calibrated first (stored, so a resumed audit charges
+    alike), then configuration by configuration every trainer takes its turn, so that a machine
+    whose speed drifts slows every trainer alike. Each study's ``wall_seconds`` user attribute
+    accumulates the wall time spent on its runs (calibration, training, evaluation, recording).
+    ``progress(space, seed, trainer, index, done, total)`` after every run.
+    """
+    seeds = sorted({seed for _, seed in prepared})
+    trainers = list(dict.fromkeys(trainer for trainer, _ in prepared))
+    for trainer in trainers:
+        _warm_up(trainer)
+    done, trained = 0, 0
+    total = sum(len(sweep.configs) for sweep in prepared.values())
+    for seed in seeds:
+        sweeps = {trainer: prepared[(trainer, seed)] for trainer in trainers if (trainer, seed) in prepared}
+        finished = {trainer: sweep.store.finished() for trainer, sweep in sweeps.items()}
+        details = {trainer: sweep.store.rung_details() for trainer, sweep in sweeps.items()}
+        spent = {trainer: float(sweep.store.get("wall_seconds", 0.0)) for trainer, sweep in sweeps.items()}
+        for trainer, sweep in sweeps.items():
+            if len(finished[trainer]) < len(sweep.configs):
+                started = time.perf_counter()
+                sweep.calibrate()
+                spent[trainer] += time.perf_counter() - started
+                sweep.store.set("wall_seconds", spent[trainer])
+        configs = max(len(sweep.configs) for sweep in sweeps.values())
+        for index in range(configs):
+            for trainer, sweep in sweeps.items():
+                if index not in finished[trainer]:
+                    started = time.perf_counter()
+                    _train_run(sweep, index, details[trainer].get(index, {}))
+                    spent[trainer] += time.perf_counter() - started
+                    sweep.store.set("wall_seconds", spent[trainer])
+                    trained += 1
+                done += 1
+                if progress is not None:
+                    progress(sweep.settings.space, seed, trainer, index, done, total)
+    return trained
+
+
+# The report --------------------------------------------------------------------------------------
+
+
+def _scale(task: Task) -> float:
+    return 100.0 if task.metric == "accuracy" else 1.0
+
+
+def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, Mapping[str, Any]]]],
+                   seeds: Sequence[int], proxies: Sequence[str], truth: str, budgets: Sequence[int], *,
+                   mode: str = "max", scale: float = 1.0, fraction: float = PROMOTED_FRACTION,
+                   keep_rate: float = KEEP_RATE, regret_threshold: float = REGRET_THRESHOLD,
+                   resamples: int = 1000) -> dict[str, Any]:
+    """Every measure of finished runs: per proxy and budget against the truth, the verdicts, the
+    truth's best per seed and the truth under the next seed.
+
+    ``details[(trainer, seed)][config_index][budget]`` holds what a grid point recorded (``score``,
+    ``wall_seconds``, ``charged_units``, optionally ``test``); every trainer and seed must hold every
+    budget of every configuration.
+    """
+    budgets = list(budgets)
+    seeds = list(seeds)
+
+    def scores(trainer: str, seed: int, budget: int) -> dict[int, float]:
+        return {index: float(rungs[budget]["score"]) for index, rungs in sorted(details[(trainer, seed)].items())}
+
+    truths = {seed: scores(truth, seed, budgets[-1]) for seed in seeds}
+    report: dict[str, Any] = {"proxies": {}, "truth_runs": {}, "noise_floor": None}
+    for seed in seeds:
+        best = rank_order(truths[seed], mode)[0]
+        record = details[(truth, seed)][best][budgets[-1]]
+        report["truth_runs"][str(seed)] = {
+            "best_index": best, "best_score": record["score"], "best_test": record.get("test"),
+            "wall_seconds": sum(r[budgets[-1]]["wall_seconds"] for r in details[(truth, seed)].values())}
+    options = {"fraction": fraction, "mode": mode, "scale": scale, "resamples": resamples}
+    for proxy in proxies:
+        rows: dict[int, dict[str, Any]] = {}
+        for budget in budgets:
+            row = budget_table({s: scores(proxy, s, budget) for s in seeds}, truths, seeds, **options)
+            walls = [sum(r[budget]["wall_seconds"] for r in details[(proxy, s)].values()) for s in seeds]
+            units = [sum(r[budget]["charged_units"] for r in details[(proxy, s)].values()) for s in seeds]
+            row["wall_seconds"] = {"mean": statistics.fmean(walls), "per_seed": walls}
+            row["charged_units"] = statistics.fmean(units)
+            rows[budget] = row
+        report["proxies"][proxy] = {
+            "budgets": {str(b): row for b, row in rows.items()},
+            "verdict": verdict(rows, keep_rate=keep_rate, regret_threshold=regret_threshold),
+        }
+    if len(seeds) >= 2:  # the truth against itself under the next training seed: how noisy full training is
+        pairs = [(s, seeds[(k + 1) % len(seeds)]) for k, s in enumerate(seeds)]
+        report["noise_floor"] = {"pairs": pairs, **budget_table(truths, truths, seeds, pairs=pairs, **options)}
+    return report
+
+
+def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[str], truth: str, *,
+                 fraction: float = PROMOTED_FRACTION, keep_rate: float = KEEP_RATE,
+                 regret_threshold: float = REGRET_THRESHOLD, resamples: int = 1000) -> dict[str, Any]:
+    """Every measure of one space, from the store (see :func:`audit_measures`).
+
+    Only seeds whose runs are all finished (every trainer, every configuration) are used; the
+    others are listed as ``incomplete_seeds``.
+    """
+    fraction = check_fraction(fraction)
+    any_sweep = next(iter(prepared.values()))
+    task, settings = any_sweep.task, any_sweep.settings
+    budgets, mode, scale = list(settings.rungs), task.mode, _scale(task)
+    seeds = sorted({seed for _, seed in prepared})
+    trainers = list(dict.fromkeys([*proxies, truth]))
+    details: dict[tuple[str, int], dict[int, dict[int, dict[str, Any]]]] = {}
+    complete, incomplete = [], []
+    for seed in seeds:
+        ok = True
+        for trainer in trainers:
+            sweep = prepared[(trainer, seed)]
+            details[(trainer, seed)] = sweep.store.rung_details()
+            ok &= len(sweep.store.finished()) == len(sweep.configs)
+        (complete if ok else incomplete).append(seed)
+    report: dict[str, Any] = {"task": task.name, "space": settings.space, "metric": task.metric, "mode": mode,
+                              "regret_unit": "points" if scale == 100 else task.metric, "truth": truth,
+                              "truth_budget": budgets[-1], "budgets": budgets, "fraction": fraction,
+                              "seeds": complete, "incomplete_seeds": incomplete, "configs": settings.configs,
+                              "proxies": {}, "truth_runs": {}, "noise_floor": None}
+    if not complete:
+        return report
+    report.update(audit_measures(details, complete, proxies, truth, budgets, mode=mode, scale=scale,
+                                 fraction=fraction, keep_rate=keep_rate, regret_threshold=regret_threshold,
+                                 resamples=resamples))
+    for seed, run in report["truth_runs"].items():
+        run["best_config"] = any_sweep.configs[run["best_index"]]
+    for proxy in proxies:
+        stored = [float(prepared[(proxy, s)].store.get("wall_seconds", 0.0)) for s in complete]
+        report["proxies"][proxy]["audit_wall_seconds"] = {"mean": statistics.fmean(stored), "total": sum(stored)}
+    return report
