@@ -9,6 +9,7 @@ winner) is identical to the local engine's.
     python searches/optuna_vs_local.py                          # SQLite, and a throwaway PostgreSQL
     python searches/optuna_vs_local.py --postgres postgresql+psycopg2://user@host/db   # yours (empty)
     python searches/optuna_vs_local.py --postgres none --json optuna_vs_local.json
+    python searches/optuna_vs_local.py --threads 1    # on a machine shared with other programs
 
 The throwaway PostgreSQL server needs the server binaries (Debian: ``apt-get install postgresql``).
 """
@@ -20,6 +21,7 @@ import contextlib
 import glob
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -87,12 +89,21 @@ def _comparable(result) -> dict:
     return values
 
 
-def run_one(settings: SweepSettings, url: str, workdir: Path, workers: int | None) -> tuple[float, object]:
-    """Wall seconds of one sweep from the start of preparing it to its result, and the result."""
-    started = time.perf_counter()
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished worker processes (user + system)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def run_one(settings: SweepSettings, url: str, workdir: Path, workers: int | None) -> tuple[float, float, object]:
+    """Wall and CPU seconds of one sweep, from the start of preparing it to its result, and the result.
+
+    CPU seconds say what the sweep cost when other programs share the machine (wall time then
+    measures the machine's load as much as the sweep)."""
+    started, cpu = time.perf_counter(), _cpu_seconds()
     sweep = prepare_sweep(settings, storage=url, checkpoint_dir=workdir / "checkpoints")
     result = sweep.run() if workers is None else run_sweep_on_optuna(sweep, workers=workers)
-    return time.perf_counter() - started, result
+    return time.perf_counter() - started, _cpu_seconds() - cpu, result
 
 
 def main() -> None:
@@ -105,8 +116,12 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2", help="worker counts of the Optuna backend")
     parser.add_argument("--postgres", default="auto",
                         help="'auto' (a throwaway server), 'none', or the URL of an empty database")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads of the local engine and of the Optuna backend in all (default: torch's)")
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     args = parser.parse_args()
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     workers = [int(w) for w in args.workers.split(",")]
     settings = SweepSettings(space=args.space, optimizer=args.optimizer, seed=args.seed,
                              backward_ratio=args.backward_ratio)
@@ -132,25 +147,34 @@ def main() -> None:
         print(f"Adult {args.space} sweep, {settings.configs} configurations, {settings.optimizer}, seed {settings.seed}, "
               f"rungs {'/'.join(map(str, settings.rungs))}, ratio {settings.backward_ratio}; "
               f"torch threads {torch.get_num_threads()}", flush=True)
-        for db, make_url in databases:
-            local_seconds, local = run_one(settings, make_url("local"), root / f"{db}-local", None)
-            reference = _comparable(local)
-            rows.append({"database": db, "backend": "local", "workers": 1, "seconds": local_seconds,
-                         "overhead": 1.0, "identical": True})
-            print(f"{db:>10}  local        {local_seconds:7.1f} s", flush=True)
-            for count in workers:
-                seconds, result = run_one(settings, make_url(f"optuna{count}"), root / f"{db}-optuna{count}", count)
-                identical = _comparable(result) == reference
-                rows.append({"database": db, "backend": "optuna", "workers": count, "seconds": seconds,
-                             "overhead": seconds / local_seconds, "identical": identical})
-                print(f"{db:>10}  optuna x{count}    {seconds:7.1f} s  {seconds / local_seconds:5.2f}x local  "
-                      f"result {'identical' if identical else 'DIFFERENT'}", flush=True)
+        # The comparisons that matter most first (one worker against the local engine on each
+        # database), then the two-worker runs.
+        local: dict[str, tuple[float, float, dict]] = {}
+        plan = [step for db, _ in databases for step in ((db, None), (db, 1)) if step[1] is None or 1 in workers]
+        plan += [(db, count) for count in workers if count != 1 for db, _ in databases]
+        urls = dict(databases)
+        for db, count in plan:
+            name = "local" if count is None else f"optuna{count}"
+            seconds, cpu, result = run_one(settings, urls[db](name), root / f"{db}-{name}", count)
+            if count is None:
+                local[db] = (seconds, cpu, _comparable(result))
+            local_seconds, local_cpu, reference = local[db]
+            row = {"database": db, "backend": "local" if count is None else "optuna", "workers": count or 1,
+                   "seconds": seconds, "cpu_seconds": cpu, "overhead": seconds / local_seconds,
+                   "cpu_overhead": cpu / local_cpu, "identical": _comparable(result) == reference,
+                   "load_average": os.getloadavg()[0]}
+            rows.append(row)
+            print(f"{db:>10}  {'local' if count is None else f'optuna x{count}':<10} {seconds:7.1f} s wall "
+                  f"({row['overhead']:.2f}x local)  {cpu:7.1f} s CPU ({row['cpu_overhead']:.2f}x local)  "
+                  f"result {'identical' if row['identical'] else 'DIFFERENT'}  load {row['load_average']:.1f}",
+                  flush=True)
     print()
-    print("| database | backend | workers | wall s | / local | result |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| database | backend | workers | wall s | wall / local | CPU s | CPU / local | result |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
     for row in rows:
         print(f"| {row['database']} | {row['backend']} | {row['workers']} | {row['seconds']:.1f} | "
-              f"{row['overhead']:.2f} | {'identical' if row['identical'] else 'different'} |")
+              f"{row['overhead']:.2f} | {row['cpu_seconds']:.1f} | {row['cpu_overhead']:.2f} | "
+              f"{'identical' if row['identical'] else 'different'} |")
     if args.json:
         args.json.write_text(json.dumps({"settings": settings.as_dict(), "rows": rows}, indent=2))
 

@@ -638,7 +638,7 @@ def _release_unclaimed(sweep: Any, storage: optuna.storages.BaseStorage, study: 
 
 
 def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[..., None] | None = None,
-                        heartbeat_interval: int = 2, grace_period: int | None = None, poll_interval: float = 0.2,
+                        heartbeat_interval: int = 2, grace_period: int | None = 20, poll_interval: float = 0.2,
                         threads: int | None = None) -> Any:
     """Run a prepared sweep (:func:`eve_search.sweep.prepare_sweep`) with ``workers`` worker processes on
     its store, and summarize it exactly as the in-process engine does.
@@ -655,7 +655,9 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
         sweep: a :class:`~eve_search.sweep.Sweep`.
         workers: worker processes (this one included).
         progress: as for :meth:`~eve_search.sweep.Sweep.run`.
-        heartbeat_interval, grace_period: see :func:`worker_storage`.
+        heartbeat_interval, grace_period: see :func:`worker_storage`; a dead worker's trial is resumed
+            elsewhere ``grace_period`` seconds after its last heartbeat (long enough that a live worker on
+            a busy machine is not taken for dead; if one is, its trial is retried, which costs time only).
         threads: torch threads per worker (default: this process's threads divided among the workers).
 
     Returns:
