@@ -33,8 +33,12 @@ def _tiny_model(config, data, generator):
 
 # A user-defined task and space, registered the way a user's own code (or a --plugin module) would:
 # the whole search (SHA, store, resume, ranking, CLI, Ray, Optuna) runs on it in milliseconds per trial.
+def _tiny_data(data_dir):
+    return make_tiny_splits()
+
+
 TINY_TASK = Task("tiny", "12 Gaussian features, a noisy linear label; an MLP of depth x width",
-                 load_data=lambda data_dir: make_tiny_splits(), build_model=_tiny_model, batch_size=32,
+                 load_data=_tiny_data, build_model=_tiny_model, batch_size=32,
                  spaces=("tiny",))
 register_task(TINY_TASK)
 TINY_SPACE = SearchSpace("tiny", (Categorical("width", (8, 16)), Fixed("depth", 1),
