@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import socket
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -192,15 +193,30 @@ def _connect(ray: Any, address: str | None, num_cpus: int) -> bool:
     """Start a local Ray instance (``address`` None) or join a cluster; True when this call started Ray."""
     if ray.is_initialized():
         return False
+    if address is not None:
+        _probe(address)
     try:
         if address is None:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         else:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"Invalid address: {address!r} (cannot start or reach a Ray cluster: {first})") from None
     return True
+
+
+def _probe(address: str) -> None:
+    """A ``host:port`` address must accept a connection: ``ray.init`` would retry an unreachable one for
+    minutes. (``auto`` and ``ray://`` addresses go to Ray as they are.)"""
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=10).close()
+    except OSError as error:
+        raise ValueError(f"Invalid address: {address!r} (no Ray cluster reachable there: "
+                         f"{error.strerror or error})") from None
 
 
 def run_sweep_on_ray(sweep: Sweep, *, address: str | None = None, progress: ProgressCallback | None = None,
@@ -261,6 +277,10 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
                            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True))
     quiet = os.environ.get("RAY_AIR_NEW_OUTPUT")
     os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's console tables off (verbose=0 silences the classic output)
+    loggers = [logging.getLogger(name) for name in ("ray.tune", "ray.train")]
+    levels = [log.level for log in loggers]
+    for log in loggers:  # the sweep's own progress and table replace Tune's notices
+        log.setLevel(logging.ERROR)
     try:
         grid = tuner.fit()
     except BaseException:
@@ -268,6 +288,8 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         raise
     finally:
         _LIVE.pop(recorder.token, None)
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
         if quiet is None:
             os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
         else:
