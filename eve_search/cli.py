@@ -489,8 +489,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(error, file=sys.stderr)
         return 2
-    except (AdultDataError, StoreError, MissingExtraError, CheckpointError) as error:
-        print(f"eve-search {args.command}: {error}", file=sys.stderr)
+    except (AdultDataError, StoreError, MissingExtraError, CheckpointError, ValueError) as error:
+        # Every ValueError a command lets through is about its input (settings, data, a cluster
+        # address): one line, never a traceback.
+        text = str(error).strip()
+        print(f"eve-search {args.command}: {text.splitlines()[0] if text else type(error).__name__}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("eve-search: interrupted; everything recorded so far is kept (continue with --resume)",

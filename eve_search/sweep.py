@@ -21,7 +21,13 @@ from typing import Any
 
 import torch
 
-from eve_search.ledger import DEFAULT_RUNGS, PROMOTED_FRACTION, check_fraction, check_rungs, rank_order
+from eve_search.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    check_fraction,
+    check_rungs,
+    rank_order,
+)
 from eve_search.models import mlp
 from eve_search.optim import make_optimizer, optimizer_names
 from eve_search.sha import RungReport, SynchronousSuccessiveHalving
@@ -30,7 +36,7 @@ from eve_search.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
 from eve_search.trial import Trial
 
-__all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep"]
+__all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ class SweepResult:
 ProgressCallback = Callable[[str, int, int, int, float | None], None]
 
 
-def _warm_up(optimizer: str) -> None:
+def warm_up(optimizer: str) -> None:
     """Pay one-time costs (lazy imports inside torch.optim, first-call kernel setup) before the
     sweep's clock starts, so that whichever sweep a process runs first is not charged for them."""
     model = mlp(4, [4], 2, generator=torch.Generator().manual_seed(0))
@@ -133,16 +139,21 @@ class Sweep:
     """
 
     def __init__(self, settings: SweepSettings, task: Task, data: Splits, configs: list[Config],
-                 store: SweepStore) -> None:
+                 store: SweepStore, data_dir: Path | None = None) -> None:
         self.settings = settings
         self.task = task
         self.data = data
+        self.data_dir = data_dir  # where the data came from (None: the task's default), for other processes
         self.configs = configs
         self.store = store
         self.ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
         self._started = time.perf_counter()
         self._elapsed_before = float(store.get("wall_seconds", 0.0))
         self._best: float | None = None
+
+    def start_clock(self) -> None:
+        """Start (or restart) this run's share of the sweep's wall clock, e.g. once a backend is up."""
+        self._started = time.perf_counter()
 
     def elapsed(self) -> float:
         """Wall seconds of this sweep, over every run of it (a resumed sweep adds to the stored time)."""
@@ -192,8 +203,8 @@ class Sweep:
 
     def run(self, progress: ProgressCallback | None = None) -> SweepResult:
         """Calibrate, train every rung not yet in the store, and summarize."""
-        _warm_up(self.settings.optimizer)
-        self._started = time.perf_counter()
+        warm_up(self.settings.optimizer)
+        self.start_clock()
         if progress is not None:
             progress("calibrating", 0, 0, 0, None)
         self.calibrate()
@@ -263,7 +274,7 @@ def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path
     configs = space.sample(settings.configs, settings.config_seed)
     store = SweepStore(storage, settings.name, configs, space, checkpoint_dir, settings.as_dict(),
                        direction="maximize" if task.mode == "max" else "minimize", resume=resume)
-    return Sweep(settings, task, data, configs, store)
+    return Sweep(settings, task, data, configs, store, data_dir=data_dir)
 
 
 def run_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,

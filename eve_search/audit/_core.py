@@ -57,7 +57,7 @@ from eve_search.ledger import (
 from eve_search.ranking import agreement
 from eve_search.spaces import get_space
 from eve_search.store import SweepStore
-from eve_search.sweep import Sweep, SweepSettings, _warm_up
+from eve_search.sweep import Sweep, SweepSettings, warm_up
 from eve_search.tasks import Task, get_task
 
 __all__ = [
@@ -311,7 +311,7 @@ def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress
     seeds = sorted({seed for _, seed in prepared})
     trainers = list(dict.fromkeys(trainer for trainer, _ in prepared))
     for trainer in trainers:
-        _warm_up(trainer)
+        warm_up(trainer)
     done, trained = 0, 0
     total = sum(len(sweep.configs) for sweep in prepared.values())
     for seed in seeds:

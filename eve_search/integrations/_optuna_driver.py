@@ -664,13 +664,13 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
         the sweep's :class:`~eve_search.sweep.SweepResult`.
     """
     from eve_search.sha import RungReport
-    from eve_search.sweep import _warm_up
+    from eve_search.sweep import warm_up
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"Invalid workers: {workers!r} (expected an int >= 1)")
     settings = sweep.settings
     store = sweep.store
-    _warm_up(settings.optimizer)
+    warm_up(settings.optimizer)
     started = time.perf_counter()
     elapsed_before = float(store.get("wall_seconds", 0.0))
     if progress is not None:

@@ -17,7 +17,6 @@ import logging
 import math
 import os
 import socket
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -249,7 +248,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
          storage_path: str | os.PathLike | None, cpus_per_trial: float) -> SweepResult:
     s = sweep.settings
     store = sweep.store
-    sweep._started = time.perf_counter()  # the sweep's clock starts once Ray is up (ray.init excluded)
+    sweep.start_clock()  # the sweep's clock starts once Ray is up (ray.init excluded)
     if progress is not None:
         progress("calibrating", 0, 0, 0, None)
     sweep.calibrate()
@@ -326,7 +325,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
 
 
 def _data_dir(sweep: Sweep) -> Any:
-    return getattr(sweep, "data_dir", None)
+    return sweep.data_dir
 
 
 def _last_result(grid: Any, index: int) -> dict[str, Any]:
