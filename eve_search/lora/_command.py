@@ -131,14 +131,14 @@ class _Progress:
 
         console = Console(stderr=True)
         if event == "calibrating":
-            console.print(f"measuring {payload}'s backward/forward ratio", highlight=False)
+            console.print(f"measuring {payload}'s backward/forward ratio", highlight=False, soft_wrap=True)
         elif event == "finished":
             run = payload
             console.print(f"{run['optimizer']:>12} lr={run['lr']:<7g} seed {run['seed']}: val loss "
                           f"{run['val']['loss']:.4f}, test loss {run['test']['loss']:.4f} (snapshot at "
                           f"{run['kept_units']:.0f} units), {run['wall_seconds']:.2f}s for "
                           f"{run['charged_units']:.0f} units [{time.perf_counter() - self.started:.0f}s]",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
 
 
 def _loss(value: float | None, sd: float | None = None) -> str:
