@@ -163,6 +163,15 @@ class Task:
 
 
 _TASKS: dict[str, Task] = {}
+# Built-in tasks whose modules are imported on first need (their heavy dependencies stay lazy).
+_BUILT_IN_MODULES = ("eve_search.mnist", "eve_search.lora")
+
+
+def _load_built_ins() -> None:
+    import importlib
+
+    for module in _BUILT_IN_MODULES:
+        importlib.import_module(module)
 
 
 def register_task(task: Task) -> None:
@@ -173,12 +182,15 @@ def register_task(task: Task) -> None:
 
 
 def task_names() -> list[str]:
-    """Registered task names, sorted."""
+    """Registered task names (the built-in ones included), sorted."""
+    _load_built_ins()
     return sorted(_TASKS)
 
 
 def get_task(name: str) -> Task:
     """The task registered as ``name``."""
+    if name not in _TASKS:
+        _load_built_ins()
     try:
         return _TASKS[name]
     except KeyError:
