@@ -7,9 +7,11 @@ and reports
 * the tensor bytes the training state holds after the run, counted by storage (each storage once):
   the trained weights, their gradients, and everything else reachable from the optimizer object
   (its state, buffers, population, moments, bounds) -- :func:`training_state_bytes`;
-* on the CPU, the peak resident memory above the process's baseline during the iterations (the
-  kernel's high-water mark, reset at the baseline through ``/proc/self/clear_refs``); on CUDA,
-  ``torch.cuda.max_memory_allocated`` above the allocation at the baseline, and the absolute peak;
+* on the CPU, the peak resident memory above the process's baseline (taken once the model and the
+  batches exist, before the optimizer is built) through the optimizer's construction and the
+  iterations (the kernel's high-water mark, reset at the baseline through ``/proc/self/clear_refs``);
+  on CUDA, ``torch.cuda.max_memory_allocated`` above the allocation at the baseline, and the absolute
+  peak;
 
 beside the theoretical count in units of the trained weights: Adam 4x (weights, gradient, two
 moments), EvE 13x in the paper's count (weights, 4 population copies, 8 moment vectors; Appendix
@@ -161,7 +163,8 @@ def measure(model_name: str, optimizer_name: str, *, iterations: int = 200, devi
     dev = torch.device(device)
     _model, params, loss = _build(model_name, dev)  # the loss closure keeps the model alive
     meter = CostMeter(mode="calibrated", backward_ratio=2.0)  # unlimited budget; charging is not measured here
-    optimizer = make_optimizer(optimizer_name, params, lr=1e-3, weight_decay=5e-4, meter=meter, seed=0)
+    # The baseline is taken before the optimizer exists: EvE allocates its state when it is built, Adam
+    # at its first step, so a baseline taken after construction would hide EvE's state and not Adam's.
     gc.collect()
     cpu = dev.type == "cpu"
     if cpu:
@@ -171,6 +174,7 @@ def measure(model_name: str, optimizer_name: str, *, iterations: int = 200, devi
         torch.cuda.synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
         baseline_bytes = torch.cuda.memory_allocated(dev)
+    optimizer = make_optimizer(optimizer_name, params, lr=1e-3, weight_decay=5e-4, meter=meter, seed=0)
     for k in range(iterations):
         optimizer.step(lambda k=k: loss(k))
     result: dict[str, Any] = {"model": model_name, "optimizer": optimizer_name, "iterations": iterations,
