@@ -12,8 +12,9 @@ __all__ = ["BatchStream"]
 class BatchStream:
     """Endless minibatches: each epoch is one random permutation cut into full batches.
 
-    Each epoch gathers the permuted rows once, so every batch is a contiguous slice (no per-step
-    gather or DataLoader). The last partial batch of an epoch is dropped, so every batch has
+    Each epoch draws one permutation of row indices; a batch gathers its rows from the shared
+    tensors (``index_select``), so every trial's stream holds its indices, never its own shuffled
+    copy of the training set (the rows are the ones a shuffled copy would slice, bit for bit). The last partial batch of an epoch is dropped, so every batch has
     ``batch_size`` rows. The stream's state is the generator state at the start of the current
     epoch and the position inside it: a loaded stream yields exactly the batches the saved one
     would have.
@@ -37,8 +38,7 @@ class BatchStream:
 
     def _start_epoch(self) -> None:
         self._epoch_state = self.generator.get_state()
-        order = torch.randperm(self.x.shape[0], generator=self.generator)
-        self._x, self._y = self.x[order], self.y[order]
+        self._order = torch.randperm(self.x.shape[0], generator=self.generator)
         self._position = 0
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +47,8 @@ class BatchStream:
             self._start_epoch()
         start = self._position * self.batch_size
         self._position += 1
-        return self._x[start:start + self.batch_size], self._y[start:start + self.batch_size]
+        rows = self._order[start:start + self.batch_size]
+        return self.x.index_select(0, rows), self.y.index_select(0, rows)
 
     def state_dict(self) -> dict[str, Any]:
         return {"epoch_generator_state": self._epoch_state, "position": self._position}

@@ -36,3 +36,15 @@ def test_bad_arguments_are_named():
         stream(batch=11)
     with pytest.raises(ValueError, match="x has 3 rows but y has 2"):
         BatchStream(torch.zeros(3, 1), torch.zeros(2), 1, generator=torch.Generator())
+
+
+def test_batches_are_the_rows_of_a_shuffled_copy_without_holding_one():
+    x, y = torch.randn(50, 3, generator=torch.Generator().manual_seed(1)), torch.arange(50)
+    s = BatchStream(x, y, 8, generator=torch.Generator().manual_seed(5))
+    order = torch.randperm(50, generator=torch.Generator().manual_seed(5))
+    shuffled_x, shuffled_y = x[order], y[order]  # what a stream holding its own copy would slice
+    for k in range(6):
+        bx, by = s.next()
+        assert torch.equal(bx, shuffled_x[8 * k:8 * k + 8]) and torch.equal(by, shuffled_y[8 * k:8 * k + 8])
+    copies = [k for k, t in vars(s).items() if isinstance(t, torch.Tensor) and t is not x and t.dtype == x.dtype]
+    assert copies == []  # only the shared inputs, no shuffled copy
