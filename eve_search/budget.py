@@ -68,6 +68,8 @@ class CostMeter:
         backward_ratio: the frozen backward/forward time ratio; required in ``calibrated`` mode
             (see :meth:`measured_ratio`), not allowed in ``measured`` mode.
         clock: seconds as a float; injectable for tests.
+        record_passes: also keep every pass's own time (forward: seconds per scored point), for
+            :meth:`robust_ratio`; calibration runs set it, training runs do not need it.
         synchronize: called before every clock reading so that asynchronous device work is not
             mistaken for free (``torch.cuda.synchronize`` on a GPU). ``None`` on the CPU.
     """
@@ -80,6 +82,7 @@ class CostMeter:
         backward_ratio: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
         synchronize: Callable[[], Any] | None = None,
+        record_passes: bool = False,
     ) -> None:
         if mode not in COST_MODES:
             raise ValueError(f"Invalid mode: {mode!r} (expected one of {', '.join(COST_MODES)})")
@@ -97,6 +100,12 @@ class CostMeter:
         self.forward_seconds = 0.0
         self.backward_passes = 0
         self.backward_seconds = 0.0
+        self.forward_times: list[float] | None = [] if record_passes else None  # seconds per point, per call
+        self.backward_times: list[float] | None = [] if record_passes else None
+
+    def start_recording(self) -> None:
+        """Keep every pass's own time from now on (see :meth:`robust_ratio`)."""
+        self.forward_times, self.backward_times = [], []
 
     @property
     def exhausted(self) -> bool:
@@ -127,6 +136,32 @@ class CostMeter:
         mean_backward = (self.backward_seconds - since.backward_seconds) / backward_passes
         return mean_backward / ((self.forward_seconds - since.forward_seconds) / forward_points)
 
+    def robust_ratio(self, quantile: float = 0.25, offset: int = 0, step: int = 1) -> float:
+        """The backward/forward time ratio from low quantiles of the recorded per-pass times
+        (``record_passes=True``): the ``quantile`` of backward seconds over the same quantile of
+        forward seconds per point, over every ``step``-th pass from ``offset`` (offsets 0 and 1 of
+        step 2 give two interleaved halves of one run, to check the estimate against itself).
+
+        A pass slowed by another process (descheduled, cache evicted, a thread waiting for a busy
+        sibling) only moves the upper part of its distribution, so on a busy machine the low
+        quantiles stay near the quiet machine's while the means (:meth:`measured_ratio`) do not.
+
+        Example:
+            >>> meter = CostMeter(record_passes=True)
+            >>> for f, b in [(1.0, 2.0), (1.0, 2.1), (9.0, 40.0), (1.1, 2.0)]:
+            ...     meter.charge_forward(1, f); meter.charge_backward(b)
+            >>> round(meter.robust_ratio(), 3), round(meter.measured_ratio(), 3)
+            (2.0, 3.81)
+        """
+        if self.forward_times is None or self.backward_times is None:
+            raise RuntimeError("this meter does not record per-pass times (create it with record_passes=True)")
+        forward, backward = self.forward_times[offset::step], self.backward_times[offset::step]
+        if not backward:
+            raise RuntimeError("no backward pass has been timed yet, so there is no ratio to measure")
+        if not forward:
+            raise RuntimeError("no forward pass has been charged yet, so C_f is undefined")
+        return _quantile(backward, quantile) / _quantile(forward, quantile)
+
     def set_budget(self, budget: float) -> None:
         """Raise (or set) the budget; a resumed trial continues from the cost already charged."""
         self.budget = _check_budget(budget)
@@ -138,6 +173,8 @@ class CostMeter:
         self.forward_points += points
         self.forward_seconds += seconds
         self.cost += points
+        if self.forward_times is not None:
+            self.forward_times.append(seconds / points)
 
     def charge_backward(self, seconds: float) -> None:
         """Charge one backward pass that took ``seconds``."""
@@ -148,6 +185,8 @@ class CostMeter:
         self.backward_passes += 1
         self.backward_seconds += seconds
         self.cost += charge
+        if self.backward_times is not None:
+            self.backward_times.append(seconds)
 
     def _now(self) -> float:
         if self.synchronize is not None:
@@ -189,6 +228,15 @@ class CostMeter:
     def __repr__(self) -> str:
         ratio = "" if self.backward_ratio is None else f", backward_ratio={self.backward_ratio:.4g}"
         return f"CostMeter(cost={self.cost:.6g}, budget={self.budget:.6g}, mode={self.mode!r}{ratio})"
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (linear interpolation between order statistics)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 class _Timed:

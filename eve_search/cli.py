@@ -166,6 +166,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         "(e.g. auto, or HOST:6379); default: start a local Ray instance")
     parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
                         help="with --backend optuna: worker processes on the study (default 1)")
+    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                        help="with --backend local: train each rung's trials on N worker processes, one thread "
+                             "each (same results for every N, bit for bit; not always bit-identical to the default "
+                             "single process, which uses PyTorch's default threads)")
 
 
 def _build_parser() -> _Parser:
@@ -249,6 +253,10 @@ def _build_parser() -> _Parser:
 
     configure_audit(commands.add_parser(
         "audit", help="proxy audit: what a trustworthy ranking costs per trainer (tau, top-1 regret, wall time)"))
+    from eve_search.bench_sweep import configure_parser as configure_bench_sweep
+
+    configure_bench_sweep(bench_kinds.add_parser(
+        "sweep", help="a whole sweep's process time against its training time, EvE vs Adam, beside a plain loop"))
     from eve_search.bench_memory import configure_parser as configure_memory
 
     configure_memory(bench_kinds.add_parser(
@@ -361,6 +369,9 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.address is not None and args.backend != "ray":
         raise UsageError(f"eve-search {command}: argument --address: only --backend ray takes a cluster address "
                          f"(got --backend {args.backend})")
+    if args.jobs is not None and args.backend != "local":
+        raise UsageError(f"eve-search {command}: argument --jobs: only --backend local runs trials on --jobs worker "
+                         f"processes (got --backend {args.backend})")
     if args.workers is not None and args.backend != "optuna":
         raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
                          f"(got --backend {args.backend})")
@@ -387,7 +398,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
                 results.append(run_sweep_on_optuna(sweep, workers=args.workers or 1, progress=progress))
             else:
-                results.append(sweep.run(progress))
+                results.append(sweep.run(progress, jobs=args.jobs))
     if not args.quiet:
         print_summary(results, storage)
     if args.json:
@@ -469,6 +480,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from eve_search.bench_memory import run as bench_memory
 
                 return bench_memory(args)
+            if args.bench == "sweep":
+                from eve_search.bench_sweep import run as bench_sweep
+
+                return bench_sweep(args)
             if args.bench == "synthetic":
                 from eve_search.synthetic._cli import run as bench_synthetic
 

@@ -16,9 +16,10 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from eve_search.checkpoint import CheckpointError
 from eve_search.ledger import (
@@ -32,6 +33,9 @@ from eve_search.ledger import (
     rung_sizes,
 )
 from eve_search.trial import Trial
+
+if TYPE_CHECKING:
+    from eve_search._workers import TrialJob, TrialWorkers
 
 __all__ = [
     "DEFAULT_RUNGS",
@@ -90,12 +94,17 @@ class SynchronousSuccessiveHalving:
             (e.g. test metrics of a new best); the score, metrics, charged units and wall seconds are
             always recorded.
         on_result: called after every trial result with (rung number, index, score, resumed).
+        workers: train each rung's trials on these worker processes (``make_job(index, rung)``
+            describes the work; ``job_cost(index)`` orders it, costliest first, so the workers finish
+            together); results are still recorded and decided here, in the cohort's order.
     """
 
     def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,
                  rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION, mode: str = "max",
                  details: Details | None = None,
-                 on_result: Callable[[int, int, float, bool], None] | None = None) -> None:
+                 on_result: Callable[[int, int, float, bool], None] | None = None,
+                 workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
+                 job_cost: Callable[[int], float] | None = None) -> None:
         if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
             raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
         self.trials = trials
@@ -105,6 +114,12 @@ class SynchronousSuccessiveHalving:
         self.rungs = self.ledger.rungs
         self.details = details
         self.on_result = on_result
+        if workers is not None and make_job is None:
+            raise ValueError("Invalid make_job: None (workers need a job description per trial)")
+        self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
+        # Wall seconds of this run by part (read by `eve-search bench sweep`): loading checkpoints,
+        # training, evaluating (and recording details), serializing checkpoints, handing them to the store.
+        self.seconds = dict.fromkeys(("load", "train", "evaluate", "serialize", "store"), 0.0)
 
     def load_trial(self, index: int) -> Trial:
         """Trial ``index`` rebuilt from its checkpoint; from the start when there is none or it is
@@ -119,7 +134,10 @@ class SynchronousSuccessiveHalving:
         return trial
 
     def _train(self, index: int, rung: int) -> float:
+        clock, seconds = time.perf_counter, self.seconds
+        start = clock()
         trial = self.load_trial(index)
+        loaded = clock()
         # A trial always passes through every earlier rung budget in order (each one is a stopping
         # point of its trajectory), so a stale or missing checkpoint is replayed into exactly the
         # state an uninterrupted sweep had.
@@ -128,13 +146,45 @@ class SynchronousSuccessiveHalving:
                 trial.train_to(earlier)
         budget = self.rungs[rung]
         trial.train_to(budget)
+        trained = clock()
         metrics = trial.evaluate()
         score = trial.score(metrics)
         details = {"score": score, "val": metrics, "charged_units": trial.charged_units,
                    "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
         if self.details is not None:
             details.update(self.details(trial, metrics))
-        self.store.record(index, budget, details, trial.to_bytes())
+        evaluated = clock()
+        checkpoint = trial.to_bytes()
+        serialized = clock()
+        self.store.record(index, budget, details, checkpoint)
+        recorded = clock()
+        seconds["load"] += loaded - start
+        seconds["train"] += trained - loaded
+        seconds["evaluate"] += evaluated - trained
+        seconds["serialize"] += serialized - evaluated
+        seconds["store"] += recorded - serialized
+        return score
+
+    def _submit(self, rung: int, indices: list[int]) -> dict[int, Any]:
+        """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order)."""
+        cost = self.job_cost or (lambda index: 0.0)
+        order = sorted(indices, key=lambda index: -cost(index))
+        return {index: self.workers.train(self.make_job(index, rung)) for index in order}
+
+    def _record_trained(self, index: int, rung: int, future: Any) -> float:
+        """Record a worker's result exactly as :meth:`_train` records its own."""
+        start = time.perf_counter()
+        score, metrics, charged, wall, backward, checkpoint = future.result()
+        waited = time.perf_counter()
+        details = {"score": score, "val": metrics, "charged_units": charged, "wall_seconds": wall,
+                   "backward_passes": backward}
+        if self.details is not None:
+            details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint), metrics))
+        evaluated = time.perf_counter()
+        self.store.record(index, self.rungs[rung], details, checkpoint)
+        self.seconds["train"] += waited - start  # waiting for the workers
+        self.seconds["evaluate"] += evaluated - waited
+        self.seconds["store"] += time.perf_counter() - evaluated
         return score
 
     def run(self) -> list[RungReport]:
@@ -142,15 +192,26 @@ class SynchronousSuccessiveHalving:
         recorded = self.store.rung_details()
         reports = []
         for rung, budget in enumerate(self.rungs):
+            futures = {}
+            if self.workers is not None:
+                futures = self._submit(rung, [index for index in self.ledger.cohort(rung)
+                                              if recorded.get(index, {}).get(budget) is None])
             for index in self.ledger.cohort(rung):
                 saved = recorded.get(index, {}).get(budget)
                 resumed = saved is not None
-                score = float(saved["score"]) if resumed else self._train(index, rung)
+                if resumed:
+                    score = float(saved["score"])
+                elif index in futures:
+                    score = self._record_trained(index, rung, futures.pop(index))
+                else:
+                    score = self._train(index, rung)
                 self.ledger.report(index, rung, score)
                 if self.on_result is not None:
                     self.on_result(rung, index, score, resumed)
             decision = self.ledger.decide(rung)
+            start = time.perf_counter()
             reports.append(self._apply(decision))
+            self.seconds["store"] += time.perf_counter() - start
         return reports
 
     def _apply(self, decision: RungDecision | None) -> RungReport:
@@ -166,3 +227,29 @@ class SynchronousSuccessiveHalving:
         trained = self.ledger.cohort(decision.rung)
         return RungReport(budget=decision.budget, trials=trained, scores={i: scores[i] for i in trained},
                           promoted=list(decision.promoted))
+
+
+class _TrainedTrial:
+    """A trial a worker trained, as the ``details`` callback sees it: its score at once, the trial
+    itself rebuilt from the checkpoint bytes only if asked for more (e.g. test metrics of a new best)."""
+
+    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes) -> None:
+        self._make_trial, self._index, self._score, self._checkpoint = make_trial, index, score, checkpoint
+        self._trial: Trial | None = None
+
+    def score(self, metrics: dict[str, float]) -> float:
+        return self._score
+
+    def _rebuilt(self) -> Trial:
+        if self._trial is None:
+            self._trial = self._make_trial(self._index)
+            self._trial.load_bytes(self._checkpoint)
+        return self._trial
+
+    def evaluate(self, split: str = "val") -> dict[str, float]:
+        return self._rebuilt().evaluate(split)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._rebuilt(), name)

@@ -64,6 +64,25 @@ def open_storage(url: str) -> Any:
         raise StoreError(f"--storage {url!r}: cannot open the results store ({_first_line(error)})") from None
 
 
+def _write_ahead(storage: Any, url: str) -> None:
+    """SQLite in write-ahead-log mode with ``synchronous=NORMAL``: a commit is one append to the log,
+    not an fsync of the database, and it survives a killed process (a power loss may undo the last
+    commits, which the deterministic engine recomputes exactly on ``--resume``). Set on every new
+    connection through SQLAlchemy's public ``connect`` event; other databases are left alone."""
+    if not url.startswith("sqlite"):
+        return
+    import sqlalchemy
+
+    def configure(connection: Any, record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    sqlalchemy.event.listen(storage.engine, "connect", configure)
+    storage.engine.dispose()  # connections opened from now on get the settings
+
+
 class SweepStore:
     """The results and checkpoints of one sweep, on an Optuna study.
 
@@ -91,6 +110,7 @@ class SweepStore:
         self.space = space
         self.direction = direction
         self.storage = open_storage(storage)
+        _write_ahead(self.storage, storage)
         try:
             existing = name in optuna.get_all_study_names(self.storage)
             if existing and not resume:
@@ -117,6 +137,7 @@ class SweepStore:
             self.sweep_id = str(self.study.user_attrs["sweep_id"])
             self._study_id = self.storage.get_study_id_from_name(name)
             self._numbers = self._ensure_trials()
+            self._ids: dict[int, int] = {}
         except StoreError:
             raise
         except Exception as error:  # noqa: BLE001 a broken or unreachable database: one line, not a traceback
@@ -145,7 +166,10 @@ class SweepStore:
         return numbers
 
     def _trial_id(self, index: int) -> int:
-        return self.storage.get_trial_id_from_study_id_trial_number(self._study_id, self._numbers[index])
+        if index not in self._ids:  # a trial's id never changes: one query per trial and process
+            self._ids[index] = self.storage.get_trial_id_from_study_id_trial_number(self._study_id,
+                                                                                    self._numbers[index])
+        return self._ids[index]
 
     def checkpoint_path(self, index: int) -> Path:
         return self.checkpoint_dir / f"trial-{index:04d}.pt"

@@ -13,6 +13,7 @@ settings) before any training; :meth:`Sweep.run` trains. Drivers other than the 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -21,6 +22,8 @@ from typing import Any
 
 import torch
 
+from eve_search._background import BackgroundStore
+from eve_search._workers import TrialJob, TrialWorkers, check_jobs
 from eve_search.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -150,6 +153,7 @@ class Sweep:
         self._started = time.perf_counter()
         self._elapsed_before = float(store.get("wall_seconds", 0.0))
         self._best: float | None = None
+        self.calibration_notes: list[str] = []  # ratios that could not be measured reliably (also on stderr)
 
     def start_clock(self) -> None:
         """Start (or restart) this run's share of the sweep's wall clock, e.g. once a backend is up."""
@@ -159,9 +163,10 @@ class Sweep:
         """Wall seconds of this sweep, over every run of it (a resumed sweep adds to the stored time)."""
         return self._elapsed_before + time.perf_counter() - self._started
 
-    def calibrate(self) -> dict[str, float]:
+    def calibrate(self, workers: TrialWorkers | None = None) -> dict[str, float]:
         """One frozen backward/forward ratio per model shape, measured before any training (paper,
-        Appendix "Evaluation-Cost Accounting"; see :class:`~eve_search.budget.CostMeter`)."""
+        Appendix "Evaluation-Cost Accounting"; see :class:`~eve_search.budget.CostMeter`). With
+        ``workers``, measured in a worker process, where the trials will train."""
         s = self.settings
         if s.cost_mode != "calibrated":
             return {}
@@ -172,10 +177,42 @@ class Sweep:
             if s.backward_ratio is not None:
                 self.ratios[key] = s.backward_ratio
             else:
-                self.ratios[key] = Trial(self.task, config, s.optimizer, seed=s.seed, index=index,
-                                         cost_mode="measured", data=self.data).calibrate()
+                if workers is not None:
+                    self.ratios[key], report = workers.calibrate(self._job(index, None, ())).result()
+                else:
+                    probe = Trial(self.task, config, s.optimizer, seed=s.seed, index=index, cost_mode="measured",
+                                  data=self.data)
+                    self.ratios[key], report = probe.calibrate(), probe.last_calibration
+                if report is not None and not report["reliable"]:
+                    estimates = ", ".join(f"{e:.3g}" for e in report["estimates"])
+                    note = (f"calibration of {key} could not be measured reliably (estimates {estimates}: the "
+                            f"machine is probably busy); froze {self.ratios[key]:.3g}. Pin --backward-ratio "
+                            "for charges that do not depend on the machine")
+                    self.calibration_notes.append(note)
+                    print(f"eve-search: {note}", file=sys.stderr)
             self.store.set("backward_ratios", self.ratios)  # stored at once: a resumed sweep charges identically
         return self.ratios
+
+    def _job(self, index: int, checkpoint: Path | None, budgets: tuple[int, ...]) -> TrialJob:
+        s = self.settings
+        config = self.configs[index]
+        return TrialJob(index=index, config=config, optimizer=s.optimizer, seed=s.seed, cost_mode=s.cost_mode,
+                        backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
+                        else None, owner=self.store.sweep_id,
+                        checkpoint=None if checkpoint is None else str(checkpoint), budgets=budgets)
+
+    def _job_cost(self) -> Callable[[int], float]:
+        """A trial's relative cost per unit: its model's parameter count (one model built per shape)."""
+        sizes: dict[str, float] = {}
+
+        def cost(index: int) -> float:
+            key = self.task.cost_key(self.configs[index])
+            if key not in sizes:
+                model = self.task.build_model(self.configs[index], self.data, torch.Generator().manual_seed(0))
+                sizes[key] = float(sum(p.numel() for p in model.parameters()))
+            return sizes[key]
+
+        return cost
 
     def make_trial(self, index: int) -> Trial:
         """A fresh trial of configuration ``index`` (calibrate first in calibrated mode)."""
@@ -201,13 +238,29 @@ class Sweep:
         self._best = score
         return {"test": trial.evaluate("test")}
 
-    def run(self, progress: ProgressCallback | None = None) -> SweepResult:
-        """Calibrate, train every rung not yet in the store, and summarize."""
-        warm_up(self.settings.optimizer)
+    def run(self, progress: ProgressCallback | None = None, *, jobs: int | None = None) -> SweepResult:
+        """Calibrate, train every rung not yet in the store, and summarize.
+
+        ``jobs``: train each rung's trials on this many worker processes with one PyTorch thread
+        each (results identical for every ``jobs``, but not always to the default in-process run,
+        which uses PyTorch's default threads; see :mod:`eve_search._workers`).
+        """
+        workers = None if jobs is None else TrialWorkers(self.task, check_jobs(jobs), self.data_dir)
+        try:
+            return self._run(progress, workers)
+        finally:
+            if workers is not None:
+                workers.close()
+
+    def _run(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
+        if workers is None:
+            warm_up(self.settings.optimizer)
         self.start_clock()
         if progress is not None:
             progress("calibrating", 0, 0, 0, None)
-        self.calibrate()
+        calibration_started = time.perf_counter()
+        self.calibrate(workers)
+        calibration_seconds = time.perf_counter() - calibration_started
         s = self.settings
         sizes = [len(self.configs)]
         state = {"done": 0, "rung": 0, "best": None, "trained": 0}
@@ -226,18 +279,34 @@ class Sweep:
             if progress is not None:
                 progress("training", rung, state["done"], sizes[rung], state["best"])
 
-        engine = SynchronousSuccessiveHalving(len(self.configs), self.make_trial, self.store, rungs=s.rungs,
-                                              fraction=s.fraction, mode=self.task.mode, details=self.test_details,
-                                              on_result=on_result)
-        reports = engine.run()
-        winner = self.store.get("winner")
-        if winner is None:
-            final = reports[-1]
-            index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
-            trial = engine.load_trial(index)
-            winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
-            self.store.set("winner", winner)
-            self.store.set("wall_seconds", self.elapsed())
+        # Store writes go to one background thread in the order they are issued (checkpoint before
+        # result, results before the rung's decision), so the next trial trains meanwhile; a killed
+        # sweep leaves a store an uninterrupted one also passed through (see eve_search._background).
+        store = self.store
+        self.store = writer = BackgroundStore(store)
+        try:
+            engine = SynchronousSuccessiveHalving(
+                len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
+                details=self.test_details, on_result=on_result, workers=workers,
+                make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
+                job_cost=self._job_cost())
+            reports = engine.run()
+            winner = writer.get("winner")
+            if winner is None:
+                final = reports[-1]
+                index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
+                trial = engine.load_trial(index)
+                winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+                writer.set("winner", winner)
+                writer.set("wall_seconds", self.elapsed())
+        finally:
+            self.store = store
+            closing = time.perf_counter()
+            writer.close()  # also on Ctrl-C: everything queued is written before the process ends
+        # Where this run's wall time went (eve-search bench sweep reads it; not part of the results).
+        store.set("run_seconds", {"calibration": calibration_seconds, **engine.seconds,
+                                  "store": engine.seconds["store"] + time.perf_counter() - closing,
+                                  "sweep": time.perf_counter() - self._started})
         return self.result(reports, winner, trained=state["trained"])
 
     def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:

@@ -27,6 +27,13 @@ from eve_search.tasks import Config, Splits, Task, get_task
 
 __all__ = ["Trial", "trial_seeds"]
 
+# Calibration (see Trial.calibrate): enough backward passes per group of passes, agreement between
+# interleaved groups, and the range a backward/forward ratio of an MLP training loop lies in.
+MIN_CALIBRATION_BACKWARDS = 8
+MAX_CALIBRATION_UNITS_FACTOR = 4
+CALIBRATION_AGREEMENT = 1.15
+CALIBRATION_RANGE = (0.5, 8.0)
+
 
 def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
     """(model initialization, batch order, optimizer) seeds of configuration ``index`` under training seed ``seed``.
@@ -88,7 +95,11 @@ class Trial:
         self.data = self.task.data() if data is None else data
         init_seed, batch_seed, optimizer_seed = trial_seeds(self.seed, self.index)
         self.model = self.task.build_model(self.config, self.data, torch.Generator().manual_seed(init_seed))
-        self.meter = CostMeter(mode=cost_mode, backward_ratio=backward_ratio)
+        on_cuda = any(p.is_cuda for p in self.model.parameters())
+        # On a GPU the clock is read only after the device has finished (paper, Appendix "Evaluation-Cost
+        # Accounting": asynchronous kernels are not free).
+        self.meter = CostMeter(mode=cost_mode, backward_ratio=backward_ratio,
+                               synchronize=torch.cuda.synchronize if on_cuda else None)
         self.optimizer = make_optimizer(optimizer, [p for p in self.model.parameters() if p.requires_grad],
                                         lr=float(self.config["lr"]),
                                         weight_decay=float(self.config.get("weight_decay", 0.0)),
@@ -97,6 +108,7 @@ class Trial:
                                   generator=torch.Generator().manual_seed(batch_seed))
         self.budget = 0
         self.wall_seconds = 0.0
+        self.last_calibration: dict[str, Any] | None = None
 
     @property
     def charged_units(self) -> float:
@@ -127,27 +139,45 @@ class Trial:
         """The metric the search ranks by, out of :meth:`evaluate`'s result."""
         return metrics[self.task.metric]
 
-    def calibrate(self, units: float = 200.0, chunks: int = 5) -> float:
-        """The backward/forward ratio this trial's training loop is charged on average under the
-        measured rule, from a throwaway copy trained for ``units`` (this trial is not touched).
+    def calibrate(self, units: float = 200.0, chunks: int = 2, attempts: int = 3) -> float:
+        """The backward/forward ratio of this trial's training loop under the measured rule, from a
+        throwaway copy trained for ``units`` or more (this trial is not touched).
 
         Measuring the real loop, not an isolated pass, times forwards exactly as this optimizer
         performs them (EvE mostly scores without a graph; a baseline records one) and in the same
-        company (cache and threads after an optimizer update), so the frozen ratio is the one the
-        paper's rule would have charged. The run is cut into ``chunks`` equal parts and the median
-        of their ratios is kept: one scheduler hiccup during a few passes of a small network would
-        otherwise move the ratio of the whole run by a third or more.
+        company (cache and threads after an optimizer update). The meter records every pass, and the
+        ratio is taken between low quantiles of the per-pass times
+        (:meth:`~eve_search.budget.CostMeter.robust_ratio`): passes slowed by other processes only
+        fill the upper tail, so a busy machine freezes about the quiet machine's ratio. The run is
+        extended until it holds enough backward passes, and the estimate is checked against itself
+        (``chunks`` interleaved groups of passes must agree within 15%, the ratio must lie in
+        [0.5, 8]); otherwise it is measured again, up to ``attempts`` times, and the median estimate
+        is kept. ``self.last_calibration`` says how it went (``reliable``: False when no attempt passed).
         """
-        probe = Trial(self.task, self.config, self.optimizer_name, seed=self.seed, index=self.index,
-                      cost_mode="measured", data=self.data)
-        meter = probe.meter
-        ratios = []
-        for k in range(1, chunks + 1):
-            before = meter.pass_totals()
-            probe.train_to(round(units * k / chunks))
-            if meter.backward_passes > before.backward_passes and meter.forward_points > before.forward_points:
-                ratios.append(meter.measured_ratio(since=before))
-        return statistics.median(ratios) if ratios else meter.measured_ratio()
+        chunks = max(2, int(chunks))
+        estimates = []
+        for _ in range(max(1, int(attempts))):
+            probe = Trial(self.task, self.config, self.optimizer_name, seed=self.seed, index=self.index,
+                          cost_mode="measured", data=self.data)
+            meter = probe.meter
+            meter.start_recording()
+            budget = max(1, round(units))
+            probe.train_to(budget)
+            while (meter.backward_passes < MIN_CALIBRATION_BACKWARDS * chunks // 2
+                   and budget < MAX_CALIBRATION_UNITS_FACTOR * units):
+                budget += max(1, round(units))
+                probe.train_to(budget)
+            ratio = meter.robust_ratio()
+            groups = [meter.robust_ratio(offset=k, step=chunks) for k in range(chunks)
+                      if meter.backward_times[k::chunks] and meter.forward_times[k::chunks]]
+            estimates.append(ratio)
+            agree = len(groups) == chunks and max(groups) <= CALIBRATION_AGREEMENT * min(groups)
+            if agree and CALIBRATION_RANGE[0] <= ratio <= CALIBRATION_RANGE[1]:
+                self.last_calibration = {"ratio": ratio, "reliable": True, "estimates": estimates}
+                return ratio
+        ratio = statistics.median(estimates)
+        self.last_calibration = {"ratio": ratio, "reliable": False, "estimates": estimates}
+        return ratio
 
     # State ------------------------------------------------------------------------------------------
 
@@ -155,11 +185,17 @@ class Trial:
         return {"task": self.task.name, "config": self.config, "optimizer_name": self.optimizer_name,
                 "seed": self.seed, "index": self.index, "owner": self.owner}
 
+    def _frozen(self) -> set[str]:
+        """Names of the model's frozen parameters: rebuilt by the task's factory, never saved (a LoRA
+        trial saves its adapters, not a copy of the base model)."""
+        return {name for name, p in self.model.named_parameters() if not p.requires_grad}
+
     def state_dict(self) -> dict[str, Any]:
+        frozen = self._frozen()
         return {
             "format": FORMAT,
             **self._identity(),
-            "model": self.model.state_dict(),
+            "model": {k: v for k, v in self.model.state_dict().items() if k not in frozen},
             "optimizer": self.optimizer.state_dict(),
             "meter": self.meter.state_dict(),
             "stream": self.stream.state_dict(),
@@ -176,7 +212,9 @@ class Trial:
         if mismatch:
             raise CheckpointError(f"checkpoint belongs to another trial ({', '.join(mismatch)} differ)")
         try:
-            self.model.load_state_dict(state["model"])
+            missing, unexpected = self.model.load_state_dict(state["model"], strict=False)
+            if unexpected or set(missing) - self._frozen():
+                raise ValueError(f"model keys differ: {sorted(unexpected) or sorted(set(missing) - self._frozen())}")
             self.optimizer.load_state_dict(state["optimizer"])
             self.meter.load_state_dict(state["meter"])
             self.stream.load_state_dict(state["stream"])

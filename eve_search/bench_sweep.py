@@ -1,0 +1,199 @@
+"""``eve-search bench sweep``: what a whole sweep costs beside the training it does.
+
+Each round runs, per optimizer, ``eve-search adult --space SPACE --optimizer OPT`` in a fresh process
+on a fresh store (checkpoints, store and resume on, as a user runs it) and times it from exec to exit;
+then a plain in-process loop of the same synchronous successive halving (paper, Section
+"Successive Halving"): every trial kept in memory, no store, no checkpoints, the same configurations,
+seeds and frozen ratio, also in a fresh process. The sweep's own parts (calibration, checkpoint loads,
+training, evaluation, serialization, store writes) come from the ``run_seconds`` the sweep records in
+its store. ``--hogs N`` runs N busy-looping processes during every measurement, ``--jobs N`` passes
+``--jobs N`` to the sweeps. Medians over rounds are printed with the load average beside each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["configure_parser", "plain_loop", "run"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from eve_search.cli import _optimizer_list, _positive_float
+
+    parser.description = __doc__.split("\n\n", 1)[1].replace("\n", " ")
+    parser.add_argument("--space", default="hp", help="Adult search space (default hp)")
+    parser.add_argument("--optimizers", type=_optimizer_list, default=["eve", "adam"], metavar="NAMES",
+                        help="comma-separated optimizers (default eve,adam)")
+    parser.add_argument("--rounds", type=_positive_int, default=2, help="rounds (medians are reported; default 2)")
+    parser.add_argument("--hogs", type=_positive_int, default=0, metavar="N",
+                        help="busy-looping background processes during every measurement (default 0)")
+    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+                        help="pass --jobs N to the sweeps (worker processes, one thread each)")
+    parser.add_argument("--configs", type=_positive_int, default=48, metavar="N", help="configurations (default 48)")
+    parser.add_argument("--backward-ratio", type=_positive_float, default=None, metavar="R",
+                        help="pin the ratio (default: each sweep calibrates, and its plain loop uses that ratio)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON")
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+    return seconds, done
+
+
+def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, jobs: int | None) -> dict[str, Any]:
+    import optuna
+
+    from eve_search.store import study_name
+
+    with tempfile.TemporaryDirectory(prefix="eve-bench-sweep-") as folder:
+        out = Path(folder) / "out.json"
+        command = [sys.executable, "-m", "eve_search.cli", "adult", "--space", space, "--optimizer", optimizer,
+                   "--configs", str(configs), "--quiet", "--workdir", folder, "--json", str(out)]
+        command += [] if ratio is None else ["--backward-ratio", repr(ratio)]
+        command += [] if jobs is None else ["--jobs", str(jobs)]
+        load = _load()
+        wall, _ = _timed(command)
+        result = json.loads(out.read_text())["optimizers"][optimizer]
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.load_study(study_name=study_name("adult", space, optimizer, 0),
+                                  storage=f"sqlite:///{Path(folder) / 'results.db'}")
+        parts = dict(study.user_attrs.get("run_seconds", {}))
+    return {"process": wall, "sweep": result["wall_seconds"], "training": result["training_seconds"],
+            "parts": parts, "ratios": result["backward_ratios"], "load": load,
+            "scores": {str(t["index"]): t["scores"] for t in result["trials"]}, "winner": result["winner"]["index"]}
+
+
+def plain_loop(space: str, optimizer: str, configs: int, ratio: float) -> dict[str, Any]:
+    """Synchronous successive halving as a plain loop over trials held in memory: no store, no
+    checkpoints, no calibration (``ratio`` is given). Returns the scores per trial and rung."""
+    from eve_search.ledger import (
+        DEFAULT_RUNGS,
+        PROMOTED_FRACTION,
+        promote_top_fraction,
+        rank_order,
+    )
+    from eve_search.spaces import get_space
+    from eve_search.tasks import get_task
+    from eve_search.trial import Trial
+
+    task = get_task("adult")
+    data = task.data()
+    sampled = get_space(space).sample(configs, 0)
+    trials = {i: Trial(task, config, optimizer, seed=0, index=i, backward_ratio=ratio, data=data)
+              for i, config in enumerate(sampled)}
+    scores: dict[str, dict[str, float]] = {str(i): {} for i in trials}
+    alive = list(trials)
+    for rung, budget in enumerate(DEFAULT_RUNGS):
+        rung_scores = {}
+        for i in alive:
+            trials[i].train_to(budget)
+            rung_scores[i] = trials[i].score(trials[i].evaluate())
+            scores[str(i)][str(budget)] = rung_scores[i]
+        if rung == len(DEFAULT_RUNGS) - 1:
+            break
+        alive = sorted(promote_top_fraction(rung_scores, PROMOTED_FRACTION, task.mode))
+        for i in set(trials) - set(alive):
+            del trials[i]  # an eliminated trial is done
+    return {"scores": scores, "winner": rank_order(rung_scores, task.mode)[0]}
+
+
+def _plain_once(space: str, optimizer: str, configs: int, ratio: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="eve-bench-plain-") as folder:
+        out = Path(folder) / "plain.json"
+        load = _load()
+        wall, _ = _timed([sys.executable, "-m", "eve_search.bench_sweep", space, optimizer, str(configs),
+                          repr(ratio), str(out)])
+        result = json.loads(out.read_text())
+    return {"process": wall, "load": load, **result}
+
+
+def _hogs(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def run(args: argparse.Namespace) -> int:
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.optimizers}
+    plain: dict[str, list[dict[str, Any]]] = {name: [] for name in args.optimizers}
+    print(f"bench sweep: adult --space {args.space}, {args.configs} configurations, {args.rounds} rounds, "
+          f"{args.hogs} hogs, jobs {args.jobs or 'off'}, {os.cpu_count()} CPUs; load average before: {_load()}",
+          flush=True)
+    for round_ in range(args.rounds):
+        for optimizer in args.optimizers:
+            hogs = _hogs(args.hogs)
+            try:
+                sweep = _sweep_once(args.space, optimizer, args.configs, args.backward_ratio, args.jobs)
+                ratio = args.backward_ratio or statistics.median(sweep["ratios"].values())
+                loop = _plain_once(args.space, optimizer, args.configs, ratio)
+            finally:
+                for hog in hogs:
+                    hog.kill()
+                    hog.wait()
+            same = loop["scores"] == sweep["scores"] and loop["winner"] == sweep["winner"]
+            loop["same_results_as_sweep"] = same
+            runs[optimizer].append(sweep)
+            plain[optimizer].append(loop)
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in sweep["parts"].items())
+            print(f"round {round_ + 1} {optimizer:>5}: process {sweep['process']:.2f} s (load {sweep['load']}), "
+                  f"sweep {sweep['sweep']:.2f} s, training {sweep['training']:.2f} s [{parts}]; plain loop "
+                  f"{loop['process']:.2f} s (load {loop['load']}), same results: {'yes' if same else 'no'}",
+                  flush=True)
+    medians: dict[str, dict[str, float]] = {}
+    for optimizer in args.optimizers:
+        figures = runs[optimizer]
+        m = {key: statistics.median(f[key] for f in figures) for key in ("process", "sweep", "training")}
+        m["startup"] = statistics.median(f["process"] - f["sweep"] for f in figures)
+        for part in figures[0]["parts"]:
+            m[part] = statistics.median(f["parts"].get(part, 0.0) for f in figures)
+        m["plain_loop"] = statistics.median(f["process"] for f in plain[optimizer])
+        m["process_over_training"] = m["process"] / m["training"]
+        m["plain_over_process"] = m["plain_loop"] / m["process"]
+        medians[optimizer] = m
+    print(f"\nmedians over {args.rounds} rounds (seconds; load average now {_load()}):")
+    keys = ["process", "startup", "sweep", "calibration", "load", "train", "evaluate", "serialize", "store",
+            "training", "plain_loop", "process_over_training", "plain_over_process"]
+    print(f"{'':>22}" + "".join(f"{name:>10}" for name in args.optimizers))
+    for key in keys:
+        if all(key in medians[name] for name in args.optimizers):
+            print(f"{key:>22}" + "".join(f"{medians[name][key]:>10.2f}" for name in args.optimizers))
+    if "eve" in medians and "adam" in medians:
+        print(f"EvE / Adam process seconds: {medians['eve']['process'] / medians['adam']['process']:.2f}; "
+              f"sweep seconds: {medians['eve']['sweep'] / medians['adam']['sweep']:.2f}")
+    print("process_over_training: whole process over the trials' own training seconds (with --jobs the training "
+          "seconds add up the workers' time); plain_over_process: the plain in-process loop's seconds over the "
+          "sweep process's (> 1: the sweep is faster)")
+    if args.json:
+        args.json.write_text(json.dumps({"medians": medians, "runs": runs, "plain": plain,
+                                         "hogs": args.hogs, "jobs": args.jobs}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # the plain loop's own process: SPACE OPTIMIZER CONFIGS RATIO OUT
+    space, optimizer, configs, ratio, out = sys.argv[1:6]
+    Path(out).write_text(json.dumps(plain_loop(space, optimizer, int(configs), float(ratio))))

@@ -1,0 +1,66 @@
+"""`--jobs N`: a rung's trials trained on worker processes (one thread each), recorded in rung order."""
+
+import pytest
+
+from eve_search._workers import check_jobs
+from eve_search.sweep import SweepSettings, prepare_sweep
+
+
+def settings(**kwargs):
+    return SweepSettings(**({"task": "tiny", "space": "tiny", "optimizer": "eve", "configs": 9, "rungs": (30, 90, 120),
+                             "backward_ratio": 2.0} | kwargs))
+
+
+def run(tmp_path, name, jobs, **kwargs):
+    sweep = prepare_sweep(settings(**kwargs), storage=f"sqlite:///{tmp_path / name}.db",
+                          checkpoint_dir=tmp_path / name)
+    result = sweep.run(jobs=jobs).as_dict()
+    details = {index: {budget: {k: v for k, v in d.items() if k != "wall_seconds"} for budget, d in rungs.items()}
+               for index, rungs in sweep.store.rung_details().items()}
+    states = {t.number: (t.state, t.value, t.intermediate_values) for t in sweep.store.study.get_trials()}
+    for key in ("wall_seconds", "training_seconds"):
+        result.pop(key)
+    return result, details, states
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_one_and_two_workers_give_the_same_sweep_bit_for_bit(tmp_path, optimizer):
+    one = run(tmp_path, "one", 1, optimizer=optimizer)
+    two = run(tmp_path, "two", 2, optimizer=optimizer)
+    assert one == two
+    result, details, _ = two
+    assert [r["trials"] for r in result["rungs"]] == [9, 3, 1]
+    assert any("test" in d for rungs in details.values() for d in rungs.values())  # new bests were tested
+
+
+def test_workers_calibrate_where_the_trials_train(tmp_path):
+    result, _, _ = run(tmp_path, "calibrated", 2, backward_ratio=None)
+    assert len(result["backward_ratios"]) >= 1 and all(r > 0 for r in result["backward_ratios"].values())
+
+
+def test_a_sweep_interrupted_with_workers_resumes_to_the_uninterrupted_result(tmp_path):
+    reference = run(tmp_path, "reference", 2)
+    storage, checkpoints = f"sqlite:///{tmp_path / 'killed'}.db", tmp_path / "killed"
+    results = []
+
+    def progress(phase, rung, done, total, best):
+        if phase == "training":
+            results.append(rung)
+            if len(results) == 11:  # in the second rung
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prepare_sweep(settings(), storage=storage, checkpoint_dir=checkpoints).run(progress, jobs=2)
+    sweep = prepare_sweep(settings(), storage=storage, checkpoint_dir=checkpoints, resume=True)
+    result = sweep.run(jobs=2).as_dict()
+    assert 0 < result["trained"] < 13
+    for key in ("wall_seconds", "training_seconds", "trained"):
+        result.pop(key)
+        reference[0].pop(key, None)
+    assert result == reference[0]
+
+
+@pytest.mark.parametrize("jobs", [0, -1, 1.5, True])
+def test_bad_jobs_are_named(jobs):
+    with pytest.raises(ValueError, match="Invalid jobs"):
+        check_jobs(jobs)
