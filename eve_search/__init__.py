@@ -4,6 +4,16 @@ The heavy integrations (Ray Tune, Optuna, transformers/peft) import lazily; ``im
 needs only the core dependencies.
 """
 
+import os as _os
+import sys as _sys
+
+if "torch" not in _sys.modules:
+    # OpenMP threads that wait passively (sleep) instead of spinning: with other CPU-bound processes
+    # running, a spinning thread burns the time slice its descheduled sibling needs, and EvE's many
+    # small parallel regions then ran up to 15x slower (see README "What a sweep costs"). Read once,
+    # when PyTorch loads its OpenMP runtime; it never changes a result. Set OMP_WAIT_POLICY to override.
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from eve_search.budget import CostMeter
 from eve_search.checkpoint import CheckpointError
 from eve_search.ledger import (
