@@ -170,3 +170,44 @@ def test_a_trial_takes_a_task_object_or_name(tiny_task):
         Trial("nope", CONFIG, "eve", seed=0, index=0, backward_ratio=2.0)
     with pytest.raises(ValueError, match="Invalid seed: -1"):
         make(seed=-1)
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_calibration_on_a_busy_machine_reads_the_quiet_ratio(optimizer, monkeypatch):
+    # forwards take 1 s and backwards 2 s, but every third pass is slowed 5 to 50-fold by other processes
+    readings, now, count = iter(range(10**9)), [0.0], [0]
+
+    def clock():
+        reading = next(readings)
+        if reading % 2:  # the end of a pass
+            count[0] += 1
+            slow = 1 + (count[0] % 3 == 0) * (5 + count[0] % 45)
+            now[0] += slow * clock.duration
+        return now[0]
+
+    clock.duration = 1.0
+    defaults = dict(budget.CostMeter.__init__.__kwdefaults__, clock=clock)
+    monkeypatch.setattr(budget.CostMeter.__init__, "__kwdefaults__", defaults)
+    trial = make(optimizer)
+    ratio = trial.calibrate(units=100)
+    assert ratio == 1.0  # every pass lasts 1 s when not slowed; the mean ratio would follow the stalls
+    assert trial.last_calibration["reliable"]
+
+
+def test_a_ratio_outside_the_sane_range_is_measured_again_and_flagged(monkeypatch):
+    readings = iter(range(10**9))
+    passes = []
+
+    def clock():  # backward passes (timed alone) take 20x a forward: outside [0.5, 8]
+        reading = next(readings)
+        return reading * 1.0
+
+    defaults = dict(budget.CostMeter.__init__.__kwdefaults__, clock=clock)
+    monkeypatch.setattr(budget.CostMeter.__init__, "__kwdefaults__", defaults)
+    original = budget.CostMeter.charge_backward
+    monkeypatch.setattr(budget.CostMeter, "charge_backward",
+                        lambda self, seconds: (passes.append(1), original(self, 20 * seconds))[1])
+    trial = make("adam")
+    ratio = trial.calibrate(units=60, attempts=3)
+    assert ratio == pytest.approx(20.0)
+    assert trial.last_calibration["reliable"] is False and len(trial.last_calibration["estimates"]) == 3
