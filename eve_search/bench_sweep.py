@@ -90,7 +90,8 @@ def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, j
             "scores": {str(t["index"]): t["scores"] for t in result["trials"]}, "winner": result["winner"]["index"]}
 
 
-def plain_loop(space: str, optimizer: str, configs: int, ratio: float) -> dict[str, Any]:
+def plain_loop(space: str, optimizer: str, configs: int, ratio: float, *, task: str = "adult",
+               rungs: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Synchronous successive halving as a plain loop over trials held in memory: no store, no
     checkpoints, no calibration (``ratio`` is given). Returns the scores per trial and rung."""
     from eve_search.ledger import (
@@ -103,20 +104,21 @@ def plain_loop(space: str, optimizer: str, configs: int, ratio: float) -> dict[s
     from eve_search.tasks import get_task
     from eve_search.trial import Trial
 
-    task = get_task("adult")
+    rungs = DEFAULT_RUNGS if rungs is None else rungs
+    task = get_task(task)
     data = task.data()
     sampled = get_space(space).sample(configs, 0)
     trials = {i: Trial(task, config, optimizer, seed=0, index=i, backward_ratio=ratio, data=data)
               for i, config in enumerate(sampled)}
     scores: dict[str, dict[str, float]] = {str(i): {} for i in trials}
     alive = list(trials)
-    for rung, budget in enumerate(DEFAULT_RUNGS):
+    for rung, budget in enumerate(rungs):
         rung_scores = {}
         for i in alive:
             trials[i].train_to(budget)
             rung_scores[i] = trials[i].score(trials[i].evaluate())
             scores[str(i)][str(budget)] = rung_scores[i]
-        if rung == len(DEFAULT_RUNGS) - 1:
+        if rung == len(rungs) - 1:
             break
         alive = sorted(promote_top_fraction(rung_scores, PROMOTED_FRACTION, task.mode))
         for i in set(trials) - set(alive):
