@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +51,19 @@ class TrialJob:
 _STATE: dict[str, Any] = {}
 
 
+def _exit_with_parent(parent: int) -> None:
+    """End this worker once its parent is gone (e.g. killed by SIGKILL), instead of waiting forever for
+    work that will never come."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
 def _start_worker(task: Any, data_dir: Path | None) -> None:
     import torch
+
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="eve-search-parent-watch",
+                     daemon=True).start()
 
     torch.set_num_threads(1)
     try:

@@ -64,3 +64,48 @@ def test_a_sweep_interrupted_with_workers_resumes_to_the_uninterrupted_result(tm
 def test_bad_jobs_are_named(jobs):
     with pytest.raises(ValueError, match="Invalid jobs"):
         check_jobs(jobs)
+
+
+def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_worker(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    common = [sys.executable, "-m", "eve_search.cli", "sweep", "--task", "tiny", "--plugin", "tests.tiny_task",
+              "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet", "--jobs", "2"]
+
+    def summary(path):
+        document = json.loads(path.read_text())["optimizers"]["eve"]
+        return {k: v for k, v in document.items() if k not in ("wall_seconds", "training_seconds", "trained")}
+
+    reference, killed = tmp_path / "reference", tmp_path / "killed"
+    subprocess.run([*common, "--workdir", str(reference), "--json", str(reference / "out.json")], check=True,
+                   capture_output=True, timeout=600, cwd=root)
+    process = subprocess.Popen([*common, "--workdir", str(killed)], cwd=root, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while len(list((killed / "checkpoints").glob("*/trial-*.pt"))) < 3:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, check=False,
+                                              text=True).stdout.split()]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 30
+    def alive(pid):
+        try:
+            return "spawn" in Path(f"/proc/{pid}/cmdline").read_text(errors="ignore")
+        except OSError:
+            return False
+
+    while any(alive(pid) for pid in workers):
+        assert time.monotonic() < deadline, "a worker outlived its killed parent"
+        time.sleep(0.1)
+    subprocess.run([*common, "--workdir", str(killed), "--resume", "--json", str(killed / "out.json")], check=True,
+                   capture_output=True, timeout=600, cwd=root)
+    assert summary(killed / "out.json") == summary(reference / "out.json")
