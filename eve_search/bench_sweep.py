@@ -26,25 +26,20 @@ from typing import Any
 __all__ = ["configure_parser", "plain_loop", "run"]
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from eve_search.cli import _optimizer_list, _positive_float
+    from eve_search.cli import (
+        _optimizer_list,
+        _positive_float,
+        _positive_int,
+        non_negative_int,
+    )
 
     parser.description = __doc__.split("\n\n", 1)[1].replace("\n", " ")
     parser.add_argument("--space", default="hp", help="Adult search space (default hp)")
     parser.add_argument("--optimizers", type=_optimizer_list, default=["eve", "adam"], metavar="NAMES",
                         help="comma-separated optimizers (default eve,adam)")
     parser.add_argument("--rounds", type=_positive_int, default=2, help="rounds (medians are reported; default 2)")
-    parser.add_argument("--hogs", type=_positive_int, default=0, metavar="N",
+    parser.add_argument("--hogs", type=non_negative_int, default=0, metavar="N",
                         help="busy-looping background processes during every measurement (default 0)")
     parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
                         help="pass --jobs N to the sweeps (worker processes, one thread each)")

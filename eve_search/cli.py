@@ -81,7 +81,8 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number in (0, 1]") from None
 
 
-def _seed(text: str) -> int:
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (seeds, counts that may be zero)."""
     try:
         value = int(text)
     except ValueError:
@@ -90,6 +91,8 @@ def _seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
     return value
 
+
+_seed = non_negative_int
 
 COST_MODE_HELP = (
     "how a backward pass is charged (paper, Appendix \"Evaluation-Cost Accounting\", Equation 7; README "

@@ -24,27 +24,13 @@ from rich.console import Console
 from rich.table import Table
 
 from eve_search.cli import seed_list
+from eve_search.dashboard import PAPER_ADULT_SWEEPS
 from eve_search.optim import optimizer_names
 from eve_search.report import SweepProgress
 from eve_search.sweep import SweepSettings, prepare_sweep
 
-# Paper, Appendix "UCI Adult", Tables tab:hpo-full and tab:nas-full: (time s mean, std, best val acc mean, std).
-PAPER = {
-    "hp": {
-        "eve": (21.8, 0.3, 0.8544, 0.0018), "sgd_momentum": (73.6, 1.3, 0.8549, 0.0020),
-        "nadam": (75.1, 0.5, 0.8591, 0.0018), "radam": (75.5, 0.9, 0.8584, 0.0009),
-        "adabelief": (75.6, 0.8, 0.8579, 0.0010), "adam": (75.7, 0.9, 0.8582, 0.0019),
-        "adamw": (75.7, 0.6, 0.8587, 0.0010), "amsgrad": (76.2, 0.4, 0.8580, 0.0010),
-        "lookahead": (76.8, 1.0, 0.8587, 0.0019),
-    },
-    "arch": {
-        "eve": (21.5, 0.9, 0.8544, 0.0010), "adabelief": (66.9, 1.2, 0.8587, 0.0017),
-        "lookahead": (68.2, 1.1, 0.8588, 0.0006), "sgd_momentum": (69.6, 0.9, 0.8533, 0.0014),
-        "amsgrad": (69.8, 2.1, 0.8588, 0.0017), "radam": (70.5, 1.7, 0.8585, 0.0012),
-        "nadam": (70.6, 1.3, 0.8582, 0.0013), "adamw": (71.8, 1.5, 0.8589, 0.0008),
-        "adam": (75.8, 3.7, 0.8585, 0.0013),
-    },
-}
+# Paper, Appendix "UCI Adult": (time s mean, std, best val acc mean, std) per space and optimizer.
+PAPER = PAPER_ADULT_SWEEPS
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
