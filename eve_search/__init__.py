@@ -7,12 +7,27 @@ needs only the core dependencies.
 import os as _os
 import sys as _sys
 
-if "torch" not in _sys.modules:
-    # OpenMP threads that wait passively (sleep) instead of spinning: with other CPU-bound processes
-    # running, a spinning thread burns the time slice its descheduled sibling needs, and EvE's many
-    # small parallel regions then ran up to 15x slower (see README "What a sweep costs"). Read once,
-    # when PyTorch loads its OpenMP runtime; it never changes a result. Set OMP_WAIT_POLICY to override.
-    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+def _cpu_is_shared() -> bool:
+    """Whether other processes already want about half the CPUs or more (runnable now, or on average
+    over the last minute): then OpenMP threads that spin while waiting burn the time a descheduled
+    sibling needs."""
+    try:
+        with open("/proc/loadavg") as handle:
+            fields = handle.read().split()
+        others = int(fields[3].split("/")[0]) - 1  # runnable right now, this process excluded
+        average = float(fields[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    return max(others, average) >= max(1.0, (_os.cpu_count() or 1) / 2)
+
+
+if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and _cpu_is_shared():
+    # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with two CPU hogs,
+    # 1000 units of one Adult trial took EvE 58 s spinning and 1.5 s passive. On a quiet machine
+    # spinning is faster (about 2.5x on the same run), so it is kept there. Read once, when PyTorch
+    # loads its OpenMP runtime; it never changes a result. Set OMP_WAIT_POLICY yourself to choose.
+    _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from eve_search.budget import CostMeter
 from eve_search.checkpoint import CheckpointError
