@@ -71,28 +71,10 @@ register_task(Task("mnist", f"MNIST-format data from --data-dir: {_DESCRIPTION}"
 # Command line --------------------------------------------------------------------------------------
 
 
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
-    if not values or any(not (math.isfinite(v) and 1e-8 <= v <= 10.0) for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected learning rates in [1e-8, 10]")
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"{text!r} repeats a learning rate")
-    return values
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search mnist`` to ``parser``."""
-    from eve_search.cli import (
-        COST_MODE_HELP,
-        _optimizer_list,
-        _positive_float,
-        _positive_int,
-        seed_list,
-    )
-    from eve_search.optim import optimizer_names
+    from eve_search.cli import _positive_int
+    from eve_search.protocol import add_protocol_arguments
 
     parser.description = (
         "The paper's MLP/MNIST protocol (784-1024-1024-10 MLP, batch 256, budget 3000 units, weight decay 5e-4, "
@@ -106,32 +88,11 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         f"t10k-labels-idx1-ubyte, each optionally .gz); default: {FASHION_MNIST_DIR}")
     parser.add_argument("--dataset-name", metavar="NAME", help="what the --data-dir files are, when their "
                         "checksums are not a release eve-search knows (reports print it)")
-    parser.add_argument("--optimizer", type=_optimizer_list, default=optimizer_names(), metavar="NAMES",
-                        help="comma-separated optimizers (default: all nine)")
-    parser.add_argument("--lrs", type=_float_list, default=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2], metavar="LRS",
-                        help="learning-rate grid, run in this order (default 1e-4,3e-4,1e-3,3e-3,1e-2)")
-    parser.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
-                        help="training seeds, e.g. 0-4 (default) or 0,2")
-    parser.add_argument("--budget", type=_positive_int, default=3000, metavar="UNITS",
-                        help="evaluation-cost budget of every run (default 3000)")
-    parser.add_argument("--eval-every", type=_positive_int, default=250, metavar="UNITS",
-                        help="validate every this many charged units, and at the budget (default 250)")
     parser.add_argument("--subset", type=_positive_int, metavar="N",
                         help="train on only the first N training rows (quick runs; validation and test stay whole)")
     parser.add_argument("--width", type=_positive_int, default=MLP_CONFIG["width"], help="hidden width (default 1024)")
     parser.add_argument("--depth", type=_positive_int, default=MLP_CONFIG["depth"], help="hidden layers (default 2)")
-    parser.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD", help="default 5e-4")
-    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
-    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
-                        "backward/forward ratio of every optimizer instead of measuring it once per optimizer")
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db)")
-    parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
-                        help="where the default store lives (default: ./eve-search-runs)")
-    parser.add_argument("--resume", action="store_true", help="continue a protocol already in the store: "
-                        "finished runs are skipped, the grid may grow (more seeds, optimizers or rates)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the summary and every run as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress display and no table")
+    add_protocol_arguments(parser, budget=3000, eval_every=250)
 
 
 def _dataset(args: argparse.Namespace) -> tuple[str, str, Splits]:

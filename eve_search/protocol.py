@@ -401,3 +401,61 @@ def summarize(result: ProtocolResult) -> dict[str, Any]:
             "settings": asdict(result.settings) | {"model": dict(result.settings.model)},
             "backward_ratios": result.backward_ratios, "runs_finished": len(result.runs),
             "runs_requested": len(result.settings.runs()), "methods": methods}
+
+
+# Command line: the arguments every protocol command shares -----------------------------------------
+
+PAPER_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
+
+
+def lr_list(text: str) -> list[float]:
+    """An argparse type: distinct learning rates, comma-separated, each in [1e-8, 10]."""
+    import argparse
+
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+    if not values or any(not (math.isfinite(v) and 1e-8 <= v <= 10.0) for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected learning rates in [1e-8, 10]")
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} repeats a learning rate")
+    return values
+
+
+def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None:
+    """The grid, budget, cost, store and output arguments of a protocol command (``eve-search mnist``,
+    ``eve-search lora``), with the command's default ``budget`` and ``eval_every``."""
+    from pathlib import Path
+
+    from eve_search.cli import (
+        COST_MODE_HELP,
+        _optimizer_list,
+        _positive_float,
+        _positive_int,
+        seed_list,
+    )
+    from eve_search.optim import optimizer_names
+
+    parser.add_argument("--optimizer", type=_optimizer_list, default=optimizer_names(), metavar="NAMES",
+                        help="comma-separated optimizers (default: all nine)")
+    parser.add_argument("--lrs", type=lr_list, default=list(PAPER_LR_GRID), metavar="LRS",
+                        help="learning-rate grid, run in this order (default 1e-4,3e-4,1e-3,3e-3,1e-2)")
+    parser.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
+                        help="training seeds, e.g. 0-4 (default) or 0,2")
+    parser.add_argument("--budget", type=_positive_int, default=budget, metavar="UNITS",
+                        help=f"evaluation-cost budget of every run (default {budget})")
+    parser.add_argument("--eval-every", type=_positive_int, default=eval_every, metavar="UNITS",
+                        help=f"validate every this many charged units, and at the budget (default {eval_every})")
+    parser.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD", help="default 5e-4")
+    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
+    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
+                        "backward/forward ratio of every optimizer instead of measuring it once per optimizer")
+    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
+                        "sqlite:///<workdir>/results.db)")
+    parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
+                        help="where the default store lives (default: ./eve-search-runs)")
+    parser.add_argument("--resume", action="store_true", help="continue a protocol already in the store: "
+                        "finished runs are skipped, the grid may grow (more seeds, optimizers or rates)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the summary and every run as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress display and no table")

@@ -32,31 +32,10 @@ PAPER_LORA: dict[str, dict[str, str]] = {
     **{name: {"lr": "3e-4", "test": _ADAM_TEST, "wall": _BASELINE_WALL} for name in ("radam", "lookahead")},
     "sgd_momentum": {"lr": "-", "test": "- (no figure)", "wall": _BASELINE_WALL},
 }
-PAPER_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
-
-
-def _float_list(text: str) -> list[float]:
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
-    if not values or any(not (math.isfinite(v) and 1e-8 <= v <= 10.0) for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected learning rates in [1e-8, 10]")
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"{text!r} repeats a learning rate")
-    return values
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search lora`` to ``parser``."""
-    from eve_search.cli import (
-        COST_MODE_HELP,
-        _optimizer_list,
-        _positive_float,
-        _positive_int,
-        seed_list,
-    )
-    from eve_search.optim import optimizer_names
+    from eve_search.cli import _positive_float, _positive_int
+    from eve_search.protocol import add_protocol_arguments
 
     parser.description = (
         "The paper's LoRA protocol (Appendix 'LoRA/Alpaca'): LoRA adapters on the query, value and output "
@@ -77,28 +56,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=_positive_float, metavar="A", help="LoRA alpha (default: 2 x rank)")
     parser.add_argument("--max-length", type=_positive_int, default=512, metavar="TOKENS",
                         help="token cap per example (default 512)")
-    parser.add_argument("--optimizer", type=_optimizer_list, default=optimizer_names(), metavar="NAMES",
-                        help="comma-separated optimizers (default: all nine)")
-    parser.add_argument("--lrs", type=_float_list, default=list(PAPER_LR_GRID), metavar="LRS",
-                        help="learning-rate grid (default 1e-4,3e-4,1e-3,3e-3,1e-2)")
-    parser.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
-                        help="training seeds, e.g. 0-4 (default) or 0,2")
-    parser.add_argument("--budget", type=_positive_int, default=300, metavar="UNITS",
-                        help="evaluation-cost budget of every run (default 300)")
-    parser.add_argument("--eval-every", type=_positive_int, default=25, metavar="UNITS",
-                        help="validate every this many charged units, and at the budget (default 25)")
-    parser.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD", help="default 5e-4")
-    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
-    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
-                        "backward/forward ratio of every optimizer instead of measuring it once per optimizer")
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db)")
-    parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
-                        help="where the default store lives (default: ./eve-search-runs)")
-    parser.add_argument("--resume", action="store_true", help="continue a protocol already in the store: "
-                        "finished runs are skipped, the grid may grow (more seeds, optimizers or rates)")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="write the summary and every run as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines and no table")
+    add_protocol_arguments(parser, budget=300, eval_every=25)
 
 
 def _task_name(settings: Any) -> str:
