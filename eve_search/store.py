@@ -64,7 +64,7 @@ def open_storage(url: str) -> Any:
         raise StoreError(f"--storage {url!r}: cannot open the results store ({_first_line(error)})") from None
 
 
-def _write_ahead(storage: Any, url: str) -> None:
+def write_ahead(storage: Any, url: str) -> None:
     """SQLite in write-ahead-log mode with ``synchronous=NORMAL``: a commit is one append to the log,
     not an fsync of the database, and it survives a killed process (a power loss may undo the last
     commits, which the deterministic engine recomputes exactly on ``--resume``). Set on every new
@@ -110,7 +110,7 @@ class SweepStore:
         self.space = space
         self.direction = direction
         self.storage = open_storage(storage)
-        _write_ahead(self.storage, storage)
+        write_ahead(self.storage, storage)
         try:
             existing = name in optuna.get_all_study_names(self.storage)
             if existing and not resume:

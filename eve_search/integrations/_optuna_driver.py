@@ -53,7 +53,7 @@ from eve_search.ledger import (
     rank_order,
 )
 from eve_search.spaces import SearchSpace, get_space
-from eve_search.store import rung_key
+from eve_search.store import rung_key, write_ahead
 from eve_search.tasks import Task, get_task
 from eve_search.trial import Trial
 
@@ -97,20 +97,7 @@ def worker_storage(url: str, *, heartbeat_interval: int = 2, grace_period: int |
     storage = _quiet(lambda: optuna.storages.RDBStorage(
         url, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat_interval, grace_period=grace,
         **{keyword: callback}))
-    if sqlite:
-        import sqlalchemy
-
-        def write_ahead(connection: Any, record: Any) -> None:
-            # Several worker processes on one SQLite file: readers do not block the writer, and a
-            # commit survives a killed process without an fsync each time (a power loss may undo the
-            # last commits, which deterministic training recomputes exactly).
-            cursor = connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-        sqlalchemy.event.listen(storage.engine, "connect", write_ahead)
-        storage.engine.dispose()  # connections opened from now on get the settings
+    write_ahead(storage, url)  # several workers on one SQLite file: readers do not block the writer
     return storage
 
 
