@@ -8,25 +8,48 @@ import os as _os
 import sys as _sys
 
 
-def _cpu_is_shared() -> bool:
-    """Whether other processes already want about half the CPUs or more (runnable now, or on average
-    over the last minute): then OpenMP threads that spin while waiting burn the time a descheduled
-    sibling needs."""
+def cpu_is_shared(others_running: int, stalled_percent: float | None, cpus: int) -> bool:
+    """Whether PyTorch's OpenMP threads should wait passively: other processes are running right now
+    on about half the CPUs or more, or tasks have been waiting for a CPU (Linux pressure stall
+    information, share of the last 10 s) at least 10% of the time. A load average is not used: it
+    still counts a run that has just ended, on a machine that is now idle.
+
+    Example:
+        >>> cpu_is_shared(others_running=2, stalled_percent=None, cpus=2)
+        True
+        >>> cpu_is_shared(others_running=0, stalled_percent=2.7, cpus=2)
+        False
+        >>> cpu_is_shared(others_running=0, stalled_percent=35.0, cpus=16)
+        True
+    """
+    return others_running >= max(1.0, cpus / 2) or (stalled_percent is not None and stalled_percent >= 10.0)
+
+
+def _read_cpu_sharing() -> tuple[int, float | None]:
+    """(other runnable tasks now, this process excluded; CPU "some" stall percentage over 10 s or None)."""
+    others = 0
     try:
         with open("/proc/loadavg") as handle:
-            fields = handle.read().split()
-        others = int(fields[3].split("/")[0]) - 1  # runnable right now, this process excluded
-        average = float(fields[0])
+            others = max(0, int(handle.read().split()[3].split("/")[0]) - 1)
     except (OSError, ValueError, IndexError):
-        return False
-    return max(others, average) >= max(1.0, (_os.cpu_count() or 1) / 2)
+        pass
+    stalled = None
+    try:
+        with open("/proc/pressure/cpu") as handle:
+            stalled = float(handle.readline().split()[1].split("=")[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return others, stalled
 
 
-if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and _cpu_is_shared():
+if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and cpu_is_shared(
+        *_read_cpu_sharing(), cpus=len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity")
+        else (_os.cpu_count() or 1)):
     # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with two CPU hogs,
     # 1000 units of one Adult trial took EvE 58 s spinning and 1.5 s passive. On a quiet machine
-    # spinning is faster (about 2.5x on the same run), so it is kept there. Read once, when PyTorch
-    # loads its OpenMP runtime; it never changes a result. Set OMP_WAIT_POLICY yourself to choose.
+    # spinning is faster (the whole hp sweep: 7.6 s of training spinning, 21.1 s passive), so it is
+    # kept there. Read once, when PyTorch loads its OpenMP runtime; it never changes a result. Set
+    # OMP_WAIT_POLICY yourself to choose.
     _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 from eve_search.budget import CostMeter

@@ -233,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         args.workdir.mkdir(parents=True, exist_ok=True)
         storage = f"sqlite:///{(args.workdir / 'results.db').resolve()}"
     with _Progress(f"{label} protocol", args.budget, enabled=not args.quiet) as progress:
-        result = run_protocol(settings, storage=storage, resume=args.resume, data=splits, progress=progress)
+        result = run_protocol(settings, storage=storage, resume=args.resume, data=splits, train=not args.report_only, progress=progress)
     summary = summarize(result)
     if not args.quiet:
         print_table(summary, label)

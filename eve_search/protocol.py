@@ -242,7 +242,8 @@ class ProtocolResult:
 class _ProtocolStore:
     """One Optuna study per protocol; one COMPLETE trial per finished (optimizer, lr, seed)."""
 
-    def __init__(self, url: str, settings: ProtocolSettings, direction: str, *, resume: bool) -> None:
+    def __init__(self, url: str, settings: ProtocolSettings, direction: str, *, resume: bool,
+                 create: bool = True) -> None:
         optuna = require("optuna", "optuna")
         self._optuna = optuna
         self.url, self.name = url, protocol_study_name(settings)
@@ -253,6 +254,9 @@ class _ProtocolStore:
             if existing and not resume:
                 raise StoreError(f"--storage {url!r} already holds protocol {self.name!r}; pass --resume to "
                                  "continue it (finished runs are skipped), or choose another --storage")
+            if not existing and not create:
+                raise StoreError(f"--storage {url!r} holds no protocol {self.name!r} to report (expected the "
+                                 "store and settings of an earlier run; run without --report-only to train)")
             if not existing:
                 self.study = optuna.create_study(study_name=self.name, storage=storage, direction=direction)
                 self.study.set_user_attr("kind", KIND)
@@ -306,8 +310,11 @@ class _ProtocolStore:
 
 
 def run_protocol(settings: ProtocolSettings, *, storage: str, resume: bool = False, data: Splits | None = None,
-                 progress: Callable[[str, Any], None] | None = None) -> ProtocolResult:
+                 progress: Callable[[str, Any], None] | None = None, train: bool = True) -> ProtocolResult:
     """Run every (optimizer, lr, seed) of ``settings`` not yet in the store; return all finished runs.
+
+    ``train=False`` trains nothing: the finished runs of the grid are read from an existing store (a
+    partly run grid can be reported; :func:`summarize` compares only rates run for every seed).
 
     ``progress(event, payload)`` is told ``"calibrating"`` (optimizer), ``"start"`` (key, done, total),
     ``"units"`` (charged units of the current run) and ``"finished"`` (the run record).
@@ -316,11 +323,11 @@ def run_protocol(settings: ProtocolSettings, *, storage: str, resume: bool = Fal
     started = time.perf_counter()
     data = subset_splits(task.data(settings.data_dir) if data is None else data, settings.subset)
     direction = "maximize" if task.mode == "max" else "minimize"
-    store = _ProtocolStore(storage, settings, direction, resume=resume)
+    store = _ProtocolStore(storage, settings, direction, resume=resume or not train, create=train)
     tell = progress or (lambda event, payload: None)
     done = store.finished()
     ratios = store.ratios()
-    todo = [key for key in settings.runs() if key not in done]
+    todo = [key for key in settings.runs() if key not in done] if train else []
     trained = 0
     for position, key in enumerate(todo):
         optimizer = key[0]
@@ -457,5 +464,7 @@ def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None
                         help="where the default store lives (default: ./eve-search-runs)")
     parser.add_argument("--resume", action="store_true", help="continue a protocol already in the store: "
                         "finished runs are skipped, the grid may grow (more seeds, optimizers or rates)")
+    parser.add_argument("--report-only", action="store_true", help="train nothing: report the runs of this grid "
+                        "that the store already holds (a learning rate competes only when every seed has run)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the summary and every run as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress display and no table")

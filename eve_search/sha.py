@@ -3,9 +3,11 @@
 The rung rule lives in :mod:`eve_search.ledger` (re-exported here); this module only moves trials:
 for each rung it trains every trial of the ledger's cohort that has not reported yet (resumed from
 its checkpoint, never restarted), records the result, feeds the ledger and applies its decision.
-A trial is checkpointed and dropped from memory as soon as its rung's work is done, so a sweep of a
-large model holds one model at a time. The Ray Tune scheduler and the Optuna pruner are two more
-drivers of the same ledger.
+A trial is checkpointed at every rung it reaches. It also stays in memory while the trials kept
+there fit in ``keep_bytes`` (default 512 MiB; 0 keeps none, so a sweep of a large model holds one
+model at a time), and is dropped as soon as its rung stops it: a kept trial continues at the next
+rung without reading its checkpoint back. Both paths continue the same state, bit for bit. The Ray
+Tune scheduler and the Optuna pruner are two more drivers of the same ledger.
 
 Example:
     >>> promote_top_fraction({0: 0.80, 1: 0.85, 2: 0.85, 3: 0.70}, 1 / 3)
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RUNGS",
+    "KEEP_BYTES",
     "PROMOTED_FRACTION",
     "RungReport",
     "RungStore",
@@ -47,7 +50,20 @@ __all__ = [
     "promote_top_fraction",
     "promotion_count",
     "rung_sizes",
+    "trial_bytes",
 ]
+
+
+KEEP_BYTES = 512 * 2**20
+"""Default memory for trials kept between rungs (their weights, buffers and checkpointed state)."""
+
+
+def trial_bytes(trial: Trial, checkpoint: bytes) -> int:
+    """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
+    ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
+    state, the batch stream, the meter)."""
+    tensors = [*trial.model.parameters(), *trial.model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors) + len(checkpoint)
 
 
 class RungStore(Protocol):
@@ -83,7 +99,7 @@ Details = Callable[[Trial, dict[str, float]], dict[str, Any]]
 
 
 class SynchronousSuccessiveHalving:
-    """Run SHA over ``trials`` configurations, one trial in memory at a time.
+    """Run SHA over ``trials`` configurations, keeping trials in memory within ``keep_bytes``.
 
     Args:
         trials: number of configurations (indices 0..trials-1).
@@ -94,6 +110,7 @@ class SynchronousSuccessiveHalving:
             (e.g. test metrics of a new best); the score, metrics, charged units and wall seconds are
             always recorded.
         on_result: called after every trial result with (rung number, index, score, resumed).
+        keep_bytes: memory for trials kept between rungs (see :func:`trial_bytes`); 0 keeps none.
         workers: train each rung's trials on these worker processes (``make_job(index, rung)``
             describes the work; ``job_cost(index)`` orders it, costliest first, so the workers finish
             together); results are still recorded and decided here, in the cohort's order.
@@ -104,9 +121,11 @@ class SynchronousSuccessiveHalving:
                  details: Details | None = None,
                  on_result: Callable[[int, int, float, bool], None] | None = None,
                  workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
-                 job_cost: Callable[[int], float] | None = None) -> None:
+                 job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES) -> None:
         if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
             raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
+        if not isinstance(keep_bytes, int) or isinstance(keep_bytes, bool) or keep_bytes < 0:
+            raise ValueError(f"Invalid keep_bytes: {keep_bytes!r} (expected an int >= 0)")
         self.trials = trials
         self.make_trial = make_trial
         self.store = store
@@ -117,13 +136,18 @@ class SynchronousSuccessiveHalving:
         if workers is not None and make_job is None:
             raise ValueError("Invalid make_job: None (workers need a job description per trial)")
         self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
+        self.keep_bytes = keep_bytes
+        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last checkpoint
         # Wall seconds of this run by part (read by `eve-search bench sweep`): loading checkpoints,
         # training, evaluating (and recording details), serializing checkpoints, handing them to the store.
         self.seconds = dict.fromkeys(("load", "train", "evaluate", "serialize", "store"), 0.0)
 
     def load_trial(self, index: int) -> Trial:
-        """Trial ``index`` rebuilt from its checkpoint; from the start when there is none or it is
-        unusable (corrupt, truncated, another sweep's): the engine then replays it exactly."""
+        """Trial ``index`` as of its last checkpoint: the one kept in memory, else rebuilt from the
+        checkpoint file; from the start when there is none or it is unusable (corrupt, truncated,
+        another sweep's): the engine then replays it exactly."""
+        if index in self._kept:
+            return self._kept.pop(index)[0]
         trial = self.make_trial(index)
         path = self.store.checkpoint_path(index)
         if path.exists():
@@ -157,6 +181,7 @@ class SynchronousSuccessiveHalving:
         checkpoint = trial.to_bytes()
         serialized = clock()
         self.store.record(index, budget, details, checkpoint)
+        self._keep(index, trial, checkpoint)
         recorded = clock()
         seconds["load"] += loaded - start
         seconds["train"] += trained - loaded
@@ -164,6 +189,12 @@ class SynchronousSuccessiveHalving:
         seconds["serialize"] += serialized - evaluated
         seconds["store"] += recorded - serialized
         return score
+
+    def _keep(self, index: int, trial: Trial, checkpoint: bytes) -> None:
+        """Keep ``trial`` (just checkpointed) in memory for its next rung if it fits."""
+        size = trial_bytes(trial, checkpoint)
+        if sum(kept for _, kept in self._kept.values()) + size <= self.keep_bytes:
+            self._kept[index] = (trial, size)
 
     def _submit(self, rung: int, indices: list[int]) -> dict[int, Any]:
         """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order)."""
@@ -219,6 +250,9 @@ class SynchronousSuccessiveHalving:
             raise RuntimeError("the rung ledger could not decide a rung whose cohort has reported")
         scores = self.ledger.scores(decision.rung)
         last = decision.rung == len(self.rungs) - 1
+        for index in decision.stopped:
+            if not last:  # the winner may still be asked for (its test metrics)
+                self._kept.pop(index, None)
         if last:
             for index in decision.stopped:
                 self.store.complete(index, scores[index])

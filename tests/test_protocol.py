@@ -81,6 +81,22 @@ def test_resume_skips_finished_runs_and_the_grid_may_grow(idx, capsys):
     assert "other settings (weight_decay)" in capsys.readouterr().err
 
 
+def test_report_only_trains_nothing_and_compares_only_rates_run_for_every_seed(idx, capsys):
+    assert main(command(idx, "--report-only")) == 2  # nothing stored yet: one line, exit 2
+    assert "holds no protocol 'mnist-protocol-B30' to report" in capsys.readouterr().err
+    # A reduced grid: both rates at seed 0, then more seeds at 1e-2 only.
+    assert main(command(idx, "--seeds", "0")) == 0
+    assert main(command(idx, "--seeds", "1-2", "--lrs", "1e-2", "--resume")) == 0
+    out = idx / "report.json"
+    assert main(command(idx, "--seeds", "0-2", "--report-only", "--json", str(out))) == 0
+    report = load_json(out)
+    assert report["trained_now"] == 0 and report["runs_finished"] == 8  # of 12 requested
+    for method in ("eve", "adam"):
+        info = report["methods"][method]
+        assert info["by_lr"]["0.01"]["seeds"] == [0, 1, 2] and info["by_lr"]["0.001"]["seeds"] == [0]
+        assert info["lr_by_val"] == 0.01 and info["all_seeds"]  # the 1-seed rate does not compete
+
+
 def test_one_seed_gives_one_result(idx, tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     assert main(command(idx, "--seeds", "3", "--optimizer", "eve", "--lrs", "1e-2", "--json", str(a))) == 0

@@ -1,4 +1,4 @@
-"""The in-process engine: a loop over the rung ledger, one trial in memory at a time, exact resume."""
+"""The in-process engine: a loop over the rung ledger, trials kept in memory within a budget, exact resume."""
 
 import gc
 import weakref
@@ -6,7 +6,7 @@ import weakref
 import pytest
 
 from eve_search.checkpoint import save_atomically
-from eve_search.sha import SynchronousSuccessiveHalving
+from eve_search.sha import SynchronousSuccessiveHalving, trial_bytes
 from eve_search.trial import Trial
 
 CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 16, "depth": 1}
@@ -75,7 +75,7 @@ def test_engine_trains_rungs_9_3_1_and_resumes_promoted_trials(tmp_path, optimiz
     assert set(details[30]["val"]) == {"accuracy", "loss"} and details[30]["score"] == details[30]["val"]["accuracy"]
 
 
-def test_only_one_trial_is_held_in_memory_at_a_time(tmp_path):
+def test_with_keep_bytes_0_only_one_trial_is_held_in_memory_at_a_time(tmp_path):
     alive = weakref.WeakSet()
     counts = []
 
@@ -83,8 +83,39 @@ def test_only_one_trial_is_held_in_memory_at_a_time(tmp_path):
         gc.collect()
         counts.append(len(alive))
 
-    engine(FolderStore(tmp_path), alive=alive, on_result=on_result).run()
+    engine(FolderStore(tmp_path), alive=alive, on_result=on_result, keep_bytes=0).run()
     assert max(counts) <= 1
+
+
+def test_kept_trials_fit_the_memory_given_and_stopped_ones_are_dropped(tmp_path):
+    one = trial_bytes(factory("eve")(0), factory("eve")(0).to_bytes())
+    alive = weakref.WeakSet()
+    counts = []
+
+    def on_result(rung, index, score, resumed):
+        gc.collect()
+        counts.append((rung, len(alive)))
+
+    engine(FolderStore(tmp_path), alive=alive, on_result=on_result, keep_bytes=3 * one + one // 2).run()
+    assert max(count for _, count in counts) == 3  # on_result comes after a trial was kept (or dropped)
+    # After rung 1's decision only its 3 promoted trials can be alive, kept or training.
+    assert max(count for rung, count in counts if rung > 0) <= 3
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_trials_kept_in_memory_continue_exactly_as_trials_read_back_from_checkpoints(tmp_path, optimizer):
+    made_kept, made_read = [], []
+    kept = engine(FolderStore(tmp_path / "kept"), optimizer, made=made_kept).run()
+    read = engine(FolderStore(tmp_path / "read"), optimizer, made=made_read, keep_bytes=0).run()
+    assert [r.scores for r in kept] == [r.scores for r in read]
+    assert [r.promoted for r in kept] == [r.promoted for r in read]
+    assert sorted(made_kept) == list(range(9))  # each trial built once, never rebuilt from its checkpoint
+    assert len(made_read) == 9 + 3 + 1
+
+
+def test_keep_bytes_must_be_a_whole_number_of_bytes(tmp_path):
+    with pytest.raises(ValueError, match=r"Invalid keep_bytes: -1 \(expected an int >= 0\)"):
+        engine(FolderStore(tmp_path), keep_bytes=-1)
 
 
 def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_result(tmp_path):

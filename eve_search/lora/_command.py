@@ -190,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         args.workdir.mkdir(parents=True, exist_ok=True)
         storage = f"sqlite:///{(args.workdir / 'results.db').resolve()}"
-    result = run_protocol(protocol, storage=storage, resume=args.resume, data=splits,
+    result = run_protocol(protocol, storage=storage, resume=args.resume, data=splits, train=not args.report_only,
                           progress=_Progress(enabled=not args.quiet))
     summary = summarize(result)
     if not args.quiet:

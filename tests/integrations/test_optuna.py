@@ -61,7 +61,7 @@ def test_nine_threads_keep_nine_three_one_and_the_best():
     def objective(trial):
         x = trial.suggest_float("x", 0.0, 1.0)
         for step in range(1, 901):  # a learning curve whose ranking changes after the first rung
-            value = x * (1 - math.exp(-step / 100)) + (0.3 if trial.number == 0 and step < 300 else 0.0)
+            value = x * (1 - math.exp(-step / 100)) + (1.0 if trial.number == 0 and step < 300 else 0.0)
             if step in (100, 300, 900):
                 trial.report(value, step)
                 if trial.should_prune():
@@ -76,7 +76,8 @@ def test_nine_threads_keep_nine_three_one_and_the_best():
     for step, key in ((100, decision_key(0, 100)), (300, decision_key(0, 300))):
         scores = {t.number: t.intermediate_values[step] for t in trials if step in t.intermediate_values}
         assert study.user_attrs[key]["promoted"] == promote_top_fraction(scores, 1 / 3)
-    # Trial 0 led the first rung with a bonus that vanishes later: synchronous SHA judges it at 300
+    # Trial 0 leads the first rung whatever x it drew (threads draw in any order; the others stay below
+    # 0.64 there) with a bonus that vanishes later: synchronous SHA judges it at 300
     # against its real cohort, and the survivor is the best configuration.
     assert 0 in study.user_attrs[decision_key(0, 100)]["promoted"]
     assert study.best_trial.params["x"] == max(t.params["x"] for t in trials)
