@@ -8,42 +8,42 @@ import os as _os
 import sys as _sys
 
 
-def cpu_is_shared(others_running: int, stalled_percent: float | None, cpus: int) -> bool:
+def cpu_is_shared(others_running: int, cpus: int) -> bool:
     """Whether PyTorch's OpenMP threads should wait passively: other processes are running right now
-    on about half the CPUs or more, or tasks have been waiting for a CPU (Linux pressure stall
-    information, share of the last 10 s) at least 10% of the time. A load average is not used: it
-    still counts a run that has just ended, on a machine that is now idle.
+    on about half the CPUs or more. Only the present counts: a load average, or Linux's CPU pressure
+    averaged over the last 10 s, still remembers a run that has just ended on a machine that is now
+    idle (right after a two-worker sweep, the next sweep chose passive waiting and ran 1.7x slower).
 
     Example:
-        >>> cpu_is_shared(others_running=2, stalled_percent=None, cpus=2)
+        >>> cpu_is_shared(others_running=2, cpus=2)
         True
-        >>> cpu_is_shared(others_running=0, stalled_percent=2.7, cpus=2)
+        >>> cpu_is_shared(others_running=0, cpus=2)
         False
-        >>> cpu_is_shared(others_running=0, stalled_percent=35.0, cpus=16)
-        True
+        >>> cpu_is_shared(others_running=4, cpus=16)
+        False
     """
-    return others_running >= max(1.0, cpus / 2) or (stalled_percent is not None and stalled_percent >= 10.0)
+    return others_running >= max(1.0, cpus / 2)
 
 
-def _read_cpu_sharing() -> tuple[int, float | None]:
-    """(other runnable tasks now, this process excluded; CPU "some" stall percentage over 10 s or None)."""
-    others = 0
-    try:
-        with open("/proc/loadavg") as handle:
-            others = max(0, int(handle.read().split()[3].split("/")[0]) - 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    stalled = None
-    try:
-        with open("/proc/pressure/cpu") as handle:
-            stalled = float(handle.readline().split()[1].split("=")[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return others, stalled
+def _others_running(samples: int = 5, interval: float = 0.002) -> int:
+    """Other runnable tasks now (this process excluded): the median of a few reads of /proc/loadavg's
+    runnable count, ~10 ms apart in all, so one passing task does not decide; 0 where it cannot be read."""
+    import time
+
+    counts = []
+    for sample in range(samples):
+        try:
+            with open("/proc/loadavg") as handle:
+                counts.append(max(0, int(handle.read().split()[3].split("/")[0]) - 1))
+        except (OSError, ValueError, IndexError):
+            return 0
+        if sample + 1 < samples:
+            time.sleep(interval)
+    return sorted(counts)[len(counts) // 2]
 
 
 if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and cpu_is_shared(
-        *_read_cpu_sharing(), cpus=len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity")
+        _others_running(), cpus=len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity")
         else (_os.cpu_count() or 1)):
     # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with two CPU hogs,
     # 1000 units of one Adult trial took EvE 58 s spinning and 1.5 s passive. On a quiet machine

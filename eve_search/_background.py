@@ -7,7 +7,8 @@ the same states as with direct calls, only later. A record still writes its chec
 result (the store's own rule), so a SIGKILL at any moment leaves a store that an uninterrupted sweep
 also passed through, and ``--resume`` retrains whatever was still queued, exactly. Reads that depend
 on queued writes wait for them: :meth:`checkpoint_path` waits for that trial's pending records only
-(the next trial trains while earlier results are written), the other reads for everything queued.
+(the next trial trains while earlier results are written), ``sweep_id`` (fixed when the store opened)
+waits for nothing, the other reads wait for everything queued.
 A write that fails is raised on the training thread at its next call.
 
 Example:
@@ -40,6 +41,10 @@ class BackgroundStore:
 
     def __init__(self, store: Any) -> None:
         self.store = store
+        # The sweep's identity never changes once the store is open: read it here, so building a trial
+        # (which names its owner) does not wait for the queued writes.
+        if hasattr(store, "sweep_id"):
+            self.sweep_id = store.sweep_id
         self._queue: queue.Queue = queue.Queue()
         self._pending: Counter[int] = Counter()  # queued records per trial index
         self._changed = threading.Condition()

@@ -264,6 +264,10 @@ def _build_parser() -> _Parser:
 
     configure_memory(bench_kinds.add_parser(
         "memory", help="peak memory of EvE and Adam over 200 iterations, each in a fresh process"))
+    from eve_search.bench_matmul import configure_parser as configure_matmul
+
+    configure_matmul(bench_kinds.add_parser(
+        "matmul", help="Linear's training step on PyTorch's default matrix library and on oneDNN"))
     return parser
 
 
@@ -483,6 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from eve_search.bench_memory import run as bench_memory
 
                 return bench_memory(args)
+            if args.bench == "matmul":
+                from eve_search.bench_matmul import run as bench_matmul
+
+                return bench_matmul(args)
             if args.bench == "sweep":
                 from eve_search.bench_sweep import run as bench_sweep
 

@@ -81,3 +81,12 @@ def test_a_failed_write_is_raised_on_the_calling_thread_and_later_writes_are_dro
         store.flush()
     store.close()
     assert inner.calls == []  # nothing after the failed record was written
+
+
+def test_the_sweep_id_is_read_without_waiting_for_queued_writes():
+    inner = SlowStore(delay=0.5)
+    inner.sweep_id = "abc123"
+    with BackgroundStore(inner) as store:
+        store.record(0, 10, {"score": 0.5}, b"")
+        assert store.sweep_id == "abc123"
+        assert inner.calls == []  # the record is still being written: nothing waited for it
