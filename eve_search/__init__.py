@@ -25,6 +25,11 @@ def cpu_is_shared(others_running: int, cpus: int) -> bool:
     return others_running >= max(1.0, cpus / 2)
 
 
+def _available_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    return len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity") else (_os.cpu_count() or 1)
+
+
 def _others_running(samples: int = 5, interval: float = 0.002) -> int:
     """Other runnable tasks now (this process excluded): the median of a few reads of /proc/loadavg's
     runnable count, ~10 ms apart in all, so one passing task does not decide; 0 where it cannot be read."""
@@ -43,8 +48,7 @@ def _others_running(samples: int = 5, interval: float = 0.002) -> int:
 
 
 if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and cpu_is_shared(
-        _others_running(), cpus=len(_os.sched_getaffinity(0)) if hasattr(_os, "sched_getaffinity")
-        else (_os.cpu_count() or 1)):
+        _others_running(), cpus=_available_cpus()):
     # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with two CPU hogs,
     # 1000 units of one Adult trial took EvE 58 s spinning and 1.5 s passive. On a quiet machine
     # spinning is faster (the whole hp sweep: 7.6 s of training spinning, 21.1 s passive), so it is

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -117,24 +116,20 @@ def _onednn_linear_trains() -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    from eve_search.cli import _positive_float, _positive_int
+
     parser.description = __doc__.split("\n\n")[0].replace("``", "")
-    parser.add_argument("--threads", type=int, nargs="+", default=None, metavar="N",
+    parser.add_argument("--threads", type=_positive_int, nargs="+", default=None, metavar="N",
                         help="PyTorch thread counts to measure (default: 1 and the CPUs available)")
-    parser.add_argument("--seconds", type=float, default=0.5, metavar="S",
+    parser.add_argument("--seconds", type=_positive_float, default=0.5, metavar="S",
                         help="timing per path and shape (default 0.5)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    from eve_search.cli import UsageError
+    from eve_search import _available_cpus
 
-    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = args.threads or sorted({1, available})
-    if any(t < 1 for t in threads):
-        raise UsageError(f"eve-search bench matmul: argument --threads: {min(threads)}: expected thread counts >= 1")
-    if not args.seconds > 0:
-        raise UsageError(f"eve-search bench matmul: argument --seconds: {args.seconds}: expected a positive "
-                         "number of seconds")
+    threads = args.threads or sorted({1, _available_cpus()})
     config = torch.__config__.show()
     library = "MKL" if "BLAS_INFO=mkl" in config else "not MKL (see torch.__config__.show())"
     print(f"bench matmul: torch {torch.__version__}, BLAS {library}, oneDNN available "
