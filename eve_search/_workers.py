@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TrialJob", "TrialWorkers", "check_jobs"]
+__all__ = ["TrialJob", "TrialWorkers", "check_jobs", "start_worker_server"]
+
+# What the process workers are forked from imports once (PyTorch and torch._dynamo, which any
+# torch.optim optimizer imports on first use, take about 2.5 s here), so a worker starts in
+# milliseconds instead of importing them again.
+_PRELOAD = ["torch", "torch._dynamo", "eve_search.trial", "eve_search.sweep", "eve_search._workers"]
 
 
 def check_jobs(jobs: Any) -> int:
@@ -51,18 +56,38 @@ class TrialJob:
 _STATE: dict[str, Any] = {}
 
 
-def _exit_with_parent(parent: int) -> None:
-    """End this worker once its parent is gone (e.g. killed by SIGKILL), instead of waiting forever for
-    work that will never come."""
-    while os.getppid() == parent:
+def _started_at(pid: int) -> str | None:
+    """When process ``pid`` started (Linux), so a reused process id is not taken for it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else: not the same process, but the start time decides
+    return started is None or _started_at(pid) == started
+
+
+def _exit_with_parent(parent: int, started: str | None) -> None:
+    """End this worker once the process that started the workers is gone (e.g. killed by SIGKILL),
+    instead of waiting forever for work that will never come. (A forked worker's own parent is the
+    fork server, which stays up as long as any worker does, so the watch is on the sweep's process.)"""
+    while _alive(parent, started):
         time.sleep(0.5)
     os._exit(1)
 
 
-def _start_worker(task: Any, data_dir: Path | None) -> None:
+def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, parent: int,
+                  started: str | None) -> None:
     import torch
 
-    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), name="eve-search-parent-watch",
+    threading.Thread(target=_exit_with_parent, args=(parent, started), name="eve-search-parent-watch",
                      daemon=True).start()
 
     torch.set_num_threads(1)
@@ -71,6 +96,14 @@ def _start_worker(task: Any, data_dir: Path | None) -> None:
     except RuntimeError:
         pass  # already set in this process
     _STATE["task"], _STATE["data"] = task, task.data(data_dir)
+    if optimizer is not None:
+        from eve_search.sweep import warm_up
+
+        warm_up(optimizer)  # one-time imports and kernel set-up, while the parent still prepares
+
+
+def _started() -> int:
+    return os.getpid()
 
 
 def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, bytes]:
@@ -105,14 +138,41 @@ def _calibrate(job: TrialJob) -> tuple[float, dict[str, Any] | None]:
     return ratio, probe.last_calibration
 
 
-class TrialWorkers:
-    """``jobs`` worker processes (spawned, one PyTorch thread each) that train trials of ``task``."""
+def _context() -> Any:
+    """Workers are forked from a fresh server process that has imported PyTorch but never run an
+    OpenMP parallel region (a fork of a process whose OpenMP pool has run can hang in the child);
+    where there is no fork server (Windows), spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
 
-    def __init__(self, task: Any, jobs: int, data_dir: Path | None = None) -> None:
+
+def start_worker_server() -> None:
+    """Start the process ``--jobs`` workers are forked from now, so its imports run side by side with
+    this process's own start-up (opening the store, loading data). Idempotent; optional."""
+    if _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+class TrialWorkers:
+    """``jobs`` worker processes (spawned, one PyTorch thread each) that train trials of ``task``.
+
+    All of them start at once, and each warms ``optimizer`` up (imports and first-call set-up) before
+    its first job, so their start-up runs side by side instead of one worker per first job.
+    """
+
+    def __init__(self, task: Any, jobs: int, data_dir: Path | None = None, *, optimizer: str | None = None) -> None:
         self.jobs = check_jobs(jobs)
-        # Spawned, not forked: a fork of a process whose OpenMP pool has run can hang in the child.
-        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_start_worker, initargs=(task, data_dir))
+        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(),
+                                         initializer=_start_worker,
+                                         initargs=(task, data_dir, optimizer, os.getpid(), _started_at(os.getpid())))
+        # The pool starts a process per submission while none is idle: one cheap call each starts them all.
+        for _ in range(self.jobs):
+            self._pool.submit(_started)
 
     def train(self, job: TrialJob) -> Future:
         """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint bytes)."""

@@ -384,6 +384,10 @@ def _sweep(args: argparse.Namespace) -> int:
                          f"(got --backend {args.backend})")
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
+    if args.jobs is not None:
+        from eve_search._workers import start_worker_server
+
+        start_worker_server()  # its imports run while this process opens the store and loads the data
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
     # before the first one trains.
     sweeps = []

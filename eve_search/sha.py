@@ -114,6 +114,9 @@ class SynchronousSuccessiveHalving:
         workers: train each rung's trials on these worker processes (``make_job(index, rung)``
             describes the work; ``job_cost(index)`` orders it, costliest first, so the workers finish
             together); results are still recorded and decided here, in the cohort's order.
+        evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
+            without rebuilding its optimizer (see :func:`~eve_search.trial.evaluate_checkpoint`); the
+            default rebuilds the whole trial.
     """
 
     def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,
@@ -121,7 +124,8 @@ class SynchronousSuccessiveHalving:
                  details: Details | None = None,
                  on_result: Callable[[int, int, float, bool], None] | None = None,
                  workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
-                 job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES,
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
         if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
             raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
         if not isinstance(keep_bytes, int) or isinstance(keep_bytes, bool) or keep_bytes < 0:
@@ -136,6 +140,7 @@ class SynchronousSuccessiveHalving:
         if workers is not None and make_job is None:
             raise ValueError("Invalid make_job: None (workers need a job description per trial)")
         self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
+        self.evaluate_checkpoint = evaluate_checkpoint
         self.keep_bytes = keep_bytes
         self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last checkpoint
         # Wall seconds of this run by part (read by `eve-search bench sweep`): loading checkpoints,
@@ -210,7 +215,8 @@ class SynchronousSuccessiveHalving:
         details = {"score": score, "val": metrics, "charged_units": charged, "wall_seconds": wall,
                    "backward_passes": backward}
         if self.details is not None:
-            details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint), metrics))
+            details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint,
+                                                      self.evaluate_checkpoint), metrics))
         evaluated = time.perf_counter()
         self.store.record(index, self.rungs[rung], details, checkpoint)
         self.seconds["train"] += waited - start  # waiting for the workers
@@ -265,10 +271,13 @@ class SynchronousSuccessiveHalving:
 
 class _TrainedTrial:
     """A trial a worker trained, as the ``details`` callback sees it: its score at once, the trial
-    itself rebuilt from the checkpoint bytes only if asked for more (e.g. test metrics of a new best)."""
+    itself rebuilt from the checkpoint bytes only if asked for more (e.g. test metrics of a new best;
+    with ``evaluate_checkpoint``, metrics come from the saved model alone)."""
 
-    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes) -> None:
+    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes,
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
         self._make_trial, self._index, self._score, self._checkpoint = make_trial, index, score, checkpoint
+        self._evaluate_checkpoint = evaluate_checkpoint
         self._trial: Trial | None = None
 
     def score(self, metrics: dict[str, float]) -> float:
@@ -281,6 +290,8 @@ class _TrainedTrial:
         return self._trial
 
     def evaluate(self, split: str = "val") -> dict[str, float]:
+        if self._trial is None and self._evaluate_checkpoint is not None:
+            return self._evaluate_checkpoint(self._index, self._checkpoint, split)
         return self._rebuilt().evaluate(split)
 
     def __getattr__(self, name: str) -> Any:

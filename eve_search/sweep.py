@@ -37,7 +37,8 @@ from eve_search.sha import RungReport, SynchronousSuccessiveHalving
 from eve_search.spaces import Config, get_space
 from eve_search.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
-from eve_search.trial import Trial
+from eve_search.checkpoint import CheckpointError
+from eve_search.trial import Trial, evaluate_checkpoint
 
 __all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
 
@@ -222,6 +223,12 @@ class Sweep:
                      backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
                      else None, data=self.data, owner=self.store.sweep_id)
 
+    def evaluate_checkpoint(self, index: int, content: bytes, split: str = "val") -> dict[str, float]:
+        """Metrics of configuration ``index``'s model saved in ``content``, without its optimizer (see
+        :func:`~eve_search.trial.evaluate_checkpoint`)."""
+        return evaluate_checkpoint(self.task, self.configs[index], content, split, seed=self.settings.seed,
+                                   index=index, data=self.data)
+
     def test_details(self, trial: Trial, metrics: dict[str, float]) -> dict[str, Any]:
         """The test metrics of a new best validation score, taken while these weights exist (an
         eliminated trial's checkpoint is deleted). Only strict improvements are scored, so the test
@@ -245,12 +252,19 @@ class Sweep:
         each (results identical for every ``jobs``, but not always to the default in-process run,
         which uses PyTorch's default threads; see :mod:`eve_search._workers`).
         """
-        workers = None if jobs is None else TrialWorkers(self.task, check_jobs(jobs), self.data_dir)
+        if jobs is None:
+            return self._run(progress, None)
+        workers = TrialWorkers(self.task, check_jobs(jobs), self.data_dir, optimizer=self.settings.optimizer)
+        # The workers train; this process only records, decides and scores new bests on the test set
+        # (one small forward each), so it runs one PyTorch thread: no waiting OpenMP threads of its own
+        # compete with the workers for the CPUs.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         try:
             return self._run(progress, workers)
         finally:
-            if workers is not None:
-                workers.close()
+            torch.set_num_threads(threads)
+            workers.close()
 
     def _run(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
         if workers is None:
@@ -289,14 +303,14 @@ class Sweep:
                 len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
                 details=self.test_details, on_result=on_result, workers=workers,
                 make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
-                job_cost=self._job_cost())
+                job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint)
             reports = engine.run()
             winner = writer.get("winner")
             if winner is None:
                 final = reports[-1]
                 index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
-                trial = engine.load_trial(index)
-                winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+                winner = {"index": index, "score": final.scores[index],
+                          "test": self._saved_metrics(engine, index, "test", from_file=workers is not None)}
                 writer.set("winner", winner)
                 writer.set("wall_seconds", self.elapsed())
         finally:
@@ -308,6 +322,18 @@ class Sweep:
                                   "store": engine.seconds["store"] + time.perf_counter() - closing,
                                   "sweep": time.perf_counter() - self._started})
         return self.result(reports, winner, trained=state["trained"])
+
+    def _saved_metrics(self, engine: SynchronousSuccessiveHalving, index: int, split: str, *,
+                       from_file: bool) -> dict[str, float]:
+        """Metrics of trial ``index`` as of its last checkpoint. ``from_file``: from the saved model
+        alone (a process whose workers trained the trial need not build its optimizer)."""
+        if from_file:
+            path = self.store.checkpoint_path(index)  # waits for the trial's queued checkpoint
+            try:
+                return self.evaluate_checkpoint(index, path.read_bytes(), split)
+            except (OSError, CheckpointError):
+                pass  # missing or unusable: the engine replays the trial exactly, as below
+        return engine.load_trial(index).evaluate(split)
 
     def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:
         """The summary of a finished sweep from its rung reports and the store."""

@@ -25,7 +25,7 @@ from eve_search.checkpoint import FORMAT, CheckpointError, load_state, save_atom
 from eve_search.optim import make_optimizer
 from eve_search.tasks import Config, Splits, Task, get_task
 
-__all__ = ["Trial", "trial_seeds"]
+__all__ = ["Trial", "evaluate_checkpoint", "trial_seeds"]
 
 # Calibration (see Trial.calibrate): enough backward passes per group of passes, agreement between
 # interleaved groups, and the range a backward/forward ratio of an MLP training loop lies in.
@@ -43,6 +43,46 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
     """
     states = np.random.SeedSequence([int(seed), int(index)]).generate_state(3, dtype=np.uint64)
     return tuple(int(s) for s in states)  # type: ignore[return-value]
+
+
+def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str = "val", *, seed: int, index: int,
+                        data: Splits) -> dict[str, float]:
+    """The task's metrics on ``split`` of the model saved in a trial checkpoint (:meth:`Trial.to_bytes`),
+    without building the trial's optimizer or reading its state: what a process that only records
+    results (the parent of ``--jobs`` workers) needs for test metrics. Equal to building the trial,
+    loading the checkpoint and calling :meth:`Trial.evaluate`, bit for bit. A checkpoint of another
+    trial, or one that does not fit, raises :class:`CheckpointError`.
+
+    Example:
+        >>> from eve_search.tasks import get_task
+        >>> from eve_search.trial import Trial, evaluate_checkpoint
+        >>> config = {"lr": 3e-3, "width": 32, "depth": 1}
+        >>> trial = Trial("adult", config, "eve", seed=0, index=5, backward_ratio=2.0)
+        >>> trial.train_to(50)
+        >>> saved = evaluate_checkpoint(get_task("adult"), config, trial.to_bytes(), "test", seed=0, index=5,
+        ...                             data=trial.data)
+        >>> saved == trial.evaluate("test")
+        True
+    """
+    state = load_state(content)
+    if state.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint format {state.get('format')!r} is not {FORMAT!r}")
+    identity = {"task": task.name, "config": dict(config), "seed": seed, "index": index}
+    mismatch = [key for key, value in identity.items() if state.get(key) != value]
+    if mismatch:
+        raise CheckpointError(f"checkpoint belongs to another trial ({', '.join(mismatch)} differ)")
+    # The same generator as the trial's: frozen weights (a LoRA base model) are rebuilt, never saved.
+    model = task.build_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    try:
+        missing, unexpected = model.load_state_dict(state["model"], strict=False)
+    except (KeyError, RuntimeError, TypeError) as error:
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(f"checkpoint does not fit this trial ({first})") from None
+    if unexpected or set(missing) - frozen:
+        raise CheckpointError(f"checkpoint does not fit this trial (model keys differ: "
+                              f"{sorted(unexpected) or sorted(set(missing) - frozen)})")
+    return task.evaluate(model, data, split)
 
 
 def _check_whole(name: str, value: Any) -> int:

@@ -7,7 +7,7 @@ import torch
 
 from eve_search import budget
 from eve_search.checkpoint import CheckpointError, load_state, save_atomically
-from eve_search.trial import Trial, trial_seeds
+from eve_search.trial import Trial, evaluate_checkpoint, trial_seeds
 
 CONFIG = {"lr": 3e-3, "weight_decay": 1e-4, "width": 32, "depth": 2}
 
@@ -118,6 +118,26 @@ def test_a_checkpoint_of_another_trial_or_sweep_is_refused(change, differ):
     optimizer = change.pop("optimizer", "eve")
     with pytest.raises(CheckpointError, match=f"checkpoint belongs to another trial \\({differ} differ\\)"):
         make(optimizer, **change).load_bytes(state)
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_a_checkpoint_evaluates_as_its_trial_without_building_the_optimizer(optimizer, monkeypatch):
+    trial = make(optimizer)
+    trial.train_to(90)
+    saved = trial.to_bytes()
+    expected = {split: trial.evaluate(split) for split in ("val", "test")}
+    monkeypatch.setattr("eve_search.trial.make_optimizer", lambda *a, **k: pytest.fail("built an optimizer"))
+    for split in ("val", "test"):
+        assert evaluate_checkpoint(trial.task, CONFIG, saved, split, seed=0, index=3, data=trial.data) == expected[split]
+
+
+@pytest.mark.parametrize(("change", "differ"), [({"index": 4}, "index"), ({"seed": 1}, "seed"),
+                                                 ({"config": CONFIG | {"width": 16}}, "config")])
+def test_evaluating_another_trials_checkpoint_is_refused(change, differ):
+    trial = make("eve")
+    options = {"config": CONFIG, "seed": 0, "index": 3} | change
+    with pytest.raises(CheckpointError, match=f"belongs to another trial \\({differ} differ\\)"):
+        evaluate_checkpoint(trial.task, options.pop("config"), trial.to_bytes(), data=trial.data, **options)
 
 
 class RunsCode:

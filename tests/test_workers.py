@@ -33,6 +33,16 @@ def test_one_and_two_workers_give_the_same_sweep_bit_for_bit(tmp_path, optimizer
     assert any("test" in d for rungs in details.values() for d in rungs.values())  # new bests were tested
 
 
+def test_the_parent_of_workers_never_builds_a_trial(tmp_path, monkeypatch):
+    """It records, decides and tests new bests from the workers' checkpoints, model only: no optimizer
+    (whose first use imports torch._dynamo), no optimizer state."""
+    from eve_search.sweep import Sweep
+
+    monkeypatch.setattr(Sweep, "make_trial", lambda self, index: pytest.fail(f"the parent built trial {index}"))
+    result, details, _ = run(tmp_path, "parent", 2)
+    assert "test" in result["winner"] and any("test" in d for rungs in details.values() for d in rungs.values())
+
+
 def test_workers_calibrate_where_the_trials_train(tmp_path):
     result, _, _ = run(tmp_path, "calibrated", 2, backward_ratio=None)
     assert len(result["backward_ratios"]) >= 1 and all(r > 0 for r in result["backward_ratios"].values())
@@ -92,14 +102,22 @@ def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_wo
     while len(list((killed / "checkpoints").glob("*/trial-*.pt"))) < 3:
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
-    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, check=False,
-                                              text=True).stdout.split()]
+    def descendants(pid):
+        children = [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, check=False,
+                                                   text=True).stdout.split()]
+        return children + [grandchild for child in children for grandchild in descendants(child)]
+
+    workers = descendants(process.pid)  # the fork server, the workers forked from it, the resource tracker
+    assert len(workers) >= 3
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     deadline = time.monotonic() + 30
+
     def alive(pid):
         try:
-            return "spawn" in Path(f"/proc/{pid}/cmdline").read_text(errors="ignore")
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            return stat.rsplit(")", 1)[1].split()[0] != "Z" and "multiprocessing" in Path(
+                f"/proc/{pid}/cmdline").read_text(errors="ignore")
         except OSError:
             return False
 
