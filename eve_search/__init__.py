@@ -56,39 +56,36 @@ if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and cpu_
     # OMP_WAIT_POLICY yourself to choose.
     _os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-from eve_search.budget import CostMeter
-from eve_search.checkpoint import CheckpointError
-from eve_search.ledger import (
-    DEFAULT_RUNGS,
-    PROMOTED_FRACTION,
-    RungDecision,
-    RungLedger,
-    check_rungs,
-    promote_top_fraction,
-    rank_order,
-    rung_sizes,
-)
-from eve_search.optim import (
-    EvE,
-    MeteredOptimizer,
-    MinimizeResult,
-    make_optimizer,
-    minimize,
-    optimizer_names,
-    register_optimizer,
-)
-from eve_search.spaces import (
-    Categorical,
-    Fixed,
-    Float,
-    Int,
-    SearchSpace,
-    get_space,
-    register_space,
-    space_names,
-)
-from eve_search.tasks import Splits, Task, get_task, register_task, task_names
-from eve_search.trial import Trial
+# The public API, imported on first use (PEP 562): ``import eve_search`` stays light (PyTorch is not
+# loaded until something needs it), so a command can start helper processes before it pays for PyTorch.
+_EXPORTS = {
+    "CostMeter": "eve_search.budget",
+    "CheckpointError": "eve_search.checkpoint",
+    **dict.fromkeys(["DEFAULT_RUNGS", "PROMOTED_FRACTION", "RungDecision", "RungLedger", "check_rungs",
+                     "promote_top_fraction", "rank_order", "rung_sizes"], "eve_search.ledger"),
+    **dict.fromkeys(["EvE", "MeteredOptimizer", "MinimizeResult", "make_optimizer", "minimize", "optimizer_names",
+                     "register_optimizer"], "eve_search.optim"),
+    **dict.fromkeys(["Categorical", "Fixed", "Float", "Int", "SearchSpace", "get_space", "register_space",
+                     "space_names"], "eve_search.spaces"),
+    **dict.fromkeys(["Splits", "Task", "get_task", "register_task", "task_names"], "eve_search.tasks"),
+    "Trial": "eve_search.trial",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'eve_search' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups are plain attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.2.0"
 

@@ -387,7 +387,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.jobs is not None:
         from eve_search._workers import start_worker_server
 
-        start_worker_server()  # its imports run while this process opens the store and loads the data
+        start_worker_server()  # (already running when main saw --jobs) imports while the store opens
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
     # before the first one trains.
     sweeps = []
@@ -468,8 +468,20 @@ def _rank(args: argparse.Namespace) -> int:
     return 0
 
 
+def _start_workers_early(argv: Sequence[str]) -> None:
+    """A sweep with ``--jobs``: start the process its workers are forked from before this one imports
+    PyTorch, so both import it side by side (about 1 s sooner to the first trial on 2 cores). Only a
+    head start: the arguments are checked afterwards, and a server started for arguments that turn
+    out wrong ends with this process."""
+    if argv[:1] in (["adult"], ["sweep"]) and any(arg == "--jobs" or arg.startswith("--jobs=") for arg in argv):
+        from eve_search._workers import start_worker_server
+
+        start_worker_server()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
+    _start_workers_early(list(sys.argv[1:] if argv is None else argv))
     from eve_search._imports import MissingExtraError
     from eve_search.checkpoint import CheckpointError
     from eve_search.data import AdultDataError
