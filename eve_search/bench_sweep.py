@@ -192,5 +192,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":  # the plain loop's own process: SPACE OPTIMIZER CONFIGS RATIO OUT
+    import gc
+
     space, optimizer, configs, ratio, out = sys.argv[1:6]
     Path(out).write_text(json.dumps(plain_loop(space, optimizer, int(configs), float(ratio))))
+    gc.freeze()  # the same quick exit as the eve-search command's (see eve_search.cli.console)

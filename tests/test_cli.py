@@ -35,3 +35,25 @@ def test_bad_arguments_exit_2_with_one_line_and_no_traceback(args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_the_console_script_returns_mains_exit_code_and_skips_the_last_collection(monkeypatch, capsys):
+    import gc
+
+    from eve_search.cli import console
+
+    monkeypatch.setattr(sys, "argv", ["eve-search", "adult", "--space", "nowhere"])
+    try:
+        assert console() == 2
+        assert gc.get_freeze_count() > 0  # what is alive now is left out of the interpreter's final collection
+    finally:
+        gc.unfreeze()
+    assert "argument --space" in capsys.readouterr().err
+
+
+def test_the_installed_command_is_the_console_function():
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["eve-search"] == "eve_search.cli:console"
