@@ -159,7 +159,7 @@ def start_worker_server() -> None:
 
 
 class TrialWorkers:
-    """``jobs`` worker processes (spawned, one PyTorch thread each) that train trials of ``task``.
+    """``jobs`` worker processes (forked from the fork server, one PyTorch thread each) that train trials of ``task``.
 
     All of them start at once, and each warms ``optimizer`` up (imports and first-call set-up) before
     its first job, so their start-up runs side by side instead of one worker per first job.

@@ -24,6 +24,7 @@ import torch
 
 from eve_search._background import BackgroundStore
 from eve_search._workers import TrialJob, TrialWorkers, check_jobs
+from eve_search.checkpoint import CheckpointError
 from eve_search.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -37,7 +38,6 @@ from eve_search.sha import RungReport, SynchronousSuccessiveHalving
 from eve_search.spaces import Config, get_space
 from eve_search.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
-from eve_search.checkpoint import CheckpointError
 from eve_search.trial import Trial, evaluate_checkpoint
 
 __all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]

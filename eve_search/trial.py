@@ -21,7 +21,13 @@ import torch
 
 from eve_search.batches import BatchStream
 from eve_search.budget import CostMeter
-from eve_search.checkpoint import FORMAT, CheckpointError, load_state, save_atomically, state_bytes
+from eve_search.checkpoint import (
+    FORMAT,
+    CheckpointError,
+    load_state,
+    save_atomically,
+    state_bytes,
+)
 from eve_search.optim import make_optimizer
 from eve_search.tasks import Config, Splits, Task, get_task
 

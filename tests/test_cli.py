@@ -52,8 +52,9 @@ def test_the_console_script_returns_mains_exit_code_and_skips_the_last_collectio
 
 
 def test_the_installed_command_is_the_console_function():
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["eve-search"] == "eve_search.cli:console"
