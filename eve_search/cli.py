@@ -384,10 +384,6 @@ def _sweep(args: argparse.Namespace) -> int:
                          f"(got --backend {args.backend})")
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
-    if args.jobs is not None:
-        from eve_search._workers import start_worker_server
-
-        start_worker_server()  # (already running when main saw --jobs) imports while the store opens
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
     # before the first one trains.
     sweeps = []

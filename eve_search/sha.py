@@ -162,6 +162,17 @@ class SynchronousSuccessiveHalving:
                 trial = self.make_trial(index)
         return trial
 
+    def evaluate_trial(self, index: int, split: str) -> dict[str, float]:
+        """Metrics of trial ``index`` as of its last checkpoint: from the saved model alone where the
+        engine has ``evaluate_checkpoint`` and does not hold the trial, else from :meth:`load_trial`
+        (which also replays a trial whose checkpoint is missing or unusable)."""
+        if self.evaluate_checkpoint is not None and index not in self._kept:
+            try:
+                return self.evaluate_checkpoint(index, self.store.checkpoint_path(index).read_bytes(), split)
+            except (OSError, CheckpointError):
+                pass
+        return self.load_trial(index).evaluate(split)
+
     def _train(self, index: int, rung: int) -> float:
         clock, seconds = time.perf_counter, self.seconds
         start = clock()

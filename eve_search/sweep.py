@@ -24,7 +24,6 @@ import torch
 
 from eve_search._background import BackgroundStore
 from eve_search._workers import TrialJob, TrialWorkers, check_jobs
-from eve_search.checkpoint import CheckpointError
 from eve_search.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -309,8 +308,7 @@ class Sweep:
             if winner is None:
                 final = reports[-1]
                 index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
-                winner = {"index": index, "score": final.scores[index],
-                          "test": self._saved_metrics(engine, index, "test", from_file=workers is not None)}
+                winner = {"index": index, "score": final.scores[index], "test": engine.evaluate_trial(index, "test")}
                 writer.set("winner", winner)
                 writer.set("wall_seconds", self.elapsed())
         finally:
@@ -322,18 +320,6 @@ class Sweep:
                                   "store": engine.seconds["store"] + time.perf_counter() - closing,
                                   "sweep": time.perf_counter() - self._started})
         return self.result(reports, winner, trained=state["trained"])
-
-    def _saved_metrics(self, engine: SynchronousSuccessiveHalving, index: int, split: str, *,
-                       from_file: bool) -> dict[str, float]:
-        """Metrics of trial ``index`` as of its last checkpoint. ``from_file``: from the saved model
-        alone (a process whose workers trained the trial need not build its optimizer)."""
-        if from_file:
-            path = self.store.checkpoint_path(index)  # waits for the trial's queued checkpoint
-            try:
-                return self.evaluate_checkpoint(index, path.read_bytes(), split)
-            except (OSError, CheckpointError):
-                pass  # missing or unusable: the engine replays the trial exactly, as below
-        return engine.load_trial(index).evaluate(split)
 
     def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:
         """The summary of a finished sweep from its rung reports and the store."""

@@ -71,24 +71,46 @@ def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str =
         True
     """
     state = load_state(content)
+    _check_owner(state, {"task": task.name, "config": dict(config), "seed": seed, "index": index})
+    # The same generator as the trial's: frozen weights (a LoRA base model) are rebuilt, never saved.
+    model = task.build_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
+    try:
+        _load_model_state(model, state["model"])
+    except _UNFIT as error:
+        raise _does_not_fit(error) from None
+    return task.evaluate(model, data, split)
+
+
+# What a checkpoint that does not fit its trial raises while it is loaded.
+_UNFIT = (KeyError, ValueError, RuntimeError, TypeError, IndexError)
+
+
+def _does_not_fit(error: BaseException) -> CheckpointError:
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return CheckpointError(f"checkpoint does not fit this trial ({first})")
+
+
+def _check_owner(state: dict[str, Any], identity: dict[str, Any]) -> None:
+    """Refuse a state of another format, or one that belongs to another trial or sweep."""
     if state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint format {state.get('format')!r} is not {FORMAT!r}")
-    identity = {"task": task.name, "config": dict(config), "seed": seed, "index": index}
     mismatch = [key for key, value in identity.items() if state.get(key) != value]
     if mismatch:
         raise CheckpointError(f"checkpoint belongs to another trial ({', '.join(mismatch)} differ)")
-    # The same generator as the trial's: frozen weights (a LoRA base model) are rebuilt, never saved.
-    model = task.build_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
-    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
-    try:
-        missing, unexpected = model.load_state_dict(state["model"], strict=False)
-    except (KeyError, RuntimeError, TypeError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"checkpoint does not fit this trial ({first})") from None
+
+
+def _frozen_names(model: torch.nn.Module) -> set[str]:
+    """Names of the model's frozen parameters: rebuilt by the task's factory, never saved (a LoRA
+    trial saves its adapters, not a copy of the base model)."""
+    return {name for name, p in model.named_parameters() if not p.requires_grad}
+
+
+def _load_model_state(model: torch.nn.Module, saved: dict[str, Any]) -> None:
+    """Load saved weights into ``model``; ValueError when its keys are not the model's unfrozen ones."""
+    frozen = _frozen_names(model)
+    missing, unexpected = model.load_state_dict(saved, strict=False)
     if unexpected or set(missing) - frozen:
-        raise CheckpointError(f"checkpoint does not fit this trial (model keys differ: "
-                              f"{sorted(unexpected) or sorted(set(missing) - frozen)})")
-    return task.evaluate(model, data, split)
+        raise ValueError(f"model keys differ: {sorted(unexpected) or sorted(set(missing) - frozen)}")
 
 
 def _check_whole(name: str, value: Any) -> int:
@@ -231,13 +253,9 @@ class Trial:
         return {"task": self.task.name, "config": self.config, "optimizer_name": self.optimizer_name,
                 "seed": self.seed, "index": self.index, "owner": self.owner}
 
-    def _frozen(self) -> set[str]:
-        """Names of the model's frozen parameters: rebuilt by the task's factory, never saved (a LoRA
-        trial saves its adapters, not a copy of the base model)."""
-        return {name for name, p in self.model.named_parameters() if not p.requires_grad}
 
     def state_dict(self) -> dict[str, Any]:
-        frozen = self._frozen()
+        frozen = _frozen_names(self.model)
         return {
             "format": FORMAT,
             **self._identity(),
@@ -251,24 +269,16 @@ class Trial:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from ``state``; one that belongs to another trial or sweep raises :class:`CheckpointError`."""
-        if state.get("format") != FORMAT:
-            raise CheckpointError(f"checkpoint format {state.get('format')!r} is not {FORMAT!r}")
-        identity = self._identity()
-        mismatch = [key for key, value in identity.items() if state.get(key) != value]
-        if mismatch:
-            raise CheckpointError(f"checkpoint belongs to another trial ({', '.join(mismatch)} differ)")
+        _check_owner(state, self._identity())
         try:
-            missing, unexpected = self.model.load_state_dict(state["model"], strict=False)
-            if unexpected or set(missing) - self._frozen():
-                raise ValueError(f"model keys differ: {sorted(unexpected) or sorted(set(missing) - self._frozen())}")
+            _load_model_state(self.model, state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
             self.meter.load_state_dict(state["meter"])
             self.stream.load_state_dict(state["stream"])
             self.budget = int(state["budget"])
             self.wall_seconds = float(state["wall_seconds"])
-        except (KeyError, ValueError, RuntimeError, TypeError, IndexError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-            raise CheckpointError(f"checkpoint does not fit this trial ({first})") from None
+        except _UNFIT as error:
+            raise _does_not_fit(error) from None
 
     def to_bytes(self) -> bytes:
         """The whole trial state, serialized (see :mod:`eve_search.checkpoint`)."""
