@@ -47,6 +47,7 @@ __all__ = [
     "promotion_count",
     "rank_order",
     "rung_sizes",
+    "rungs_from_geometric",
 ]
 
 DEFAULT_RUNGS = (100, 300, 900, 2700, 3000)
@@ -71,6 +72,49 @@ def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
     if any(b <= a for a, b in itertools.pairwise(budgets)):
         raise ValueError(f"Invalid rungs: {shown} (expected strictly increasing cumulative budgets)")
     return budgets
+
+
+def rungs_from_geometric(min_resource: float, max_resource: float, reduction_factor: float) -> tuple[int, ...]:
+    """Rungs in the vocabulary of Ray's ASHA (``grace_period``, ``max_t``, ``reduction_factor``) and
+    Optuna's successive-halving pruners (``min_resource``, ``max_resource``, ``reduction_factor``):
+    ``min_resource * reduction_factor**k`` for every k that stays below ``max_resource`` (rounded up
+    to whole steps, repeats dropped), then ``max_resource`` itself as the last rung, where the
+    survivors complete.
+
+    Args:
+        min_resource: the first rung, in steps (a positive whole number).
+        max_resource: the last rung, in steps (a whole number, at least ``min_resource``).
+        reduction_factor: the growth from one rung to the next, a number above 1 (a rung promotes
+            ``1 / reduction_factor`` of its trials).
+
+    Returns:
+        The rungs, strictly increasing whole numbers (see :func:`check_rungs`).
+
+    >>> rungs_from_geometric(1, 100, 3)
+    (1, 3, 9, 27, 81, 100)
+    >>> rungs_from_geometric(100, 3000, 3)
+    (100, 300, 900, 2700, 3000)
+    """
+    for name, value in (("min_resource", min_resource), ("max_resource", max_resource)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value) or value <= 0:
+            raise ValueError(f"Invalid {name}: {value!r} (expected a positive whole number of steps)")
+    if isinstance(reduction_factor, bool) or not isinstance(reduction_factor, (int, float)) \
+            or not math.isfinite(reduction_factor) or reduction_factor <= 1:
+        raise ValueError(f"Invalid reduction_factor: {reduction_factor!r} (expected a number above 1)")
+    if max_resource < min_resource:
+        raise ValueError(f"Invalid max_resource: {max_resource!r} (expected at least min_resource, "
+                         f"{min_resource!r})")
+    rungs: list[int] = []
+    budget = float(min_resource)
+    while budget < max_resource:
+        step = math.ceil(budget - 1e-9)
+        if not rungs or step > rungs[-1]:
+            rungs.append(step)
+        budget *= reduction_factor
+    if not rungs or int(max_resource) > rungs[-1]:
+        rungs.append(int(max_resource))
+    return check_rungs(rungs)
 
 
 def check_fraction(fraction: float) -> float:

@@ -9,8 +9,9 @@ rung until every trial of the cohort has reported the rung or ended, then lets t
 (:mod:`eve_search.ledger`, the only place with the rung rule and its tie-break) decide.
 
 Everything it needs is read from the study's storage on every poll (trials, their intermediate values
-and states, decisions already taken), so it works across threads (``study.optimize(..., n_jobs=k)``)
-and across processes and machines sharing one RDB storage.
+and states, decisions already taken, cohorts closed early), so it works across threads
+(:func:`eve_search.integrations.optuna.optimize_in_cohorts`, ``study.optimize(..., n_jobs=k)``) and
+across processes and machines sharing one RDB storage.
 """
 
 from __future__ import annotations
@@ -25,23 +26,55 @@ from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
+from optuna.storages import InMemoryStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from eve_search.ledger import (
-    DEFAULT_RUNGS,
     PROMOTED_FRACTION,
     RungDecision,
     RungLedger,
     check_fraction,
     check_rungs,
+    rungs_from_geometric,
 )
 
-__all__ = ["CohortStalledError", "SynchronousSHAPruner", "decision_key", "root_number"]
+__all__ = [
+    "CUT_PREFIX",
+    "CohortStalledError",
+    "PartialRungWarning",
+    "RungScheduleWarning",
+    "SequentialStudyError",
+    "SynchronousSHAPruner",
+    "decision_key",
+    "root_number",
+]
+
+CUT_PREFIX = "sha:cut"  # study user attribute sha:cut{n}: the trials numbered below n end their cohort
+OPEN_END = 10**9  # steps: without max_resource the geometric rungs run past any step a script reports
+
+# The training slot of the trial running in this thread, set by optimize_in_cohorts: a trial waiting at a
+# rung gives it up so that the rest of its cohort can train, and takes it back when it goes on.
+_THREAD = threading.local()
 
 
 class CohortStalledError(RuntimeError):
     """A rung waits for trials that cannot start: every running trial is itself waiting at a rung."""
+
+
+class SequentialStudyError(CohortStalledError):
+    """``should_prune()`` at a rung in a study that runs one trial at a time: the rest of the cohort cannot
+    start while this trial waits (use :func:`eve_search.integrations.optuna.optimize_in_cohorts`)."""
+
+
+class PartialRungWarning(UserWarning):
+    """A rung was decided among fewer trials than its cohort (timeout, a cohort closed early, members that
+    ended without reporting it). The decision records ``partial``, ``reporters``, ``cohort`` and ``reason``."""
+
+
+class RungScheduleWarning(UserWarning):
+    """The objective's steps do not fit the rungs: a trial completed below the first rung (the pruner never
+    judged it), or one report passed several rungs at once (they were judged with one score)."""
 
 
 def root_number(trial: FrozenTrial) -> int:
@@ -63,12 +96,27 @@ def _plain(score: float) -> float | None:
     return None if math.isnan(score) else score  # JSON without NaN, which the dashboard cannot parse
 
 
+def _geometric_rungs(min_resource: Any, reduction_factor: Any, max_resource: Any) -> tuple[int, ...]:
+    """Optuna's vocabulary: ``min_resource * reduction_factor**k``, then ``max_resource`` (or open-ended)."""
+    if max_resource is not None:
+        return rungs_from_geometric(min_resource, max_resource, reduction_factor)
+    first = rungs_from_geometric(min_resource, min_resource, reduction_factor)  # checks both arguments
+    if first[0] >= OPEN_END:
+        return first
+    return rungs_from_geometric(min_resource, OPEN_END, reduction_factor)[:-1]  # OPEN_END itself is no rung
+
+
 @dataclass
 class _Cohort:
-    """One cohort as the storage holds it now: members by position, their trials, the ledger replayed."""
+    """One cohort as the storage holds it now: members by position, their trials, the ledger replayed.
+
+    ``capacity`` is how many members the cohort has or waits for: ``size``, or fewer when the cohort was
+    closed early (the study's trials ended: the last cohort of ``n_trials``, a timeout).
+    """
 
     index: int
     size: int
+    capacity: int
     roots: list[int]  # root numbers of the members that exist, position = index in this list
     chains: dict[int, list[FrozenTrial]] = field(default_factory=dict)  # root -> its trials, by number
     ledger: RungLedger | None = None
@@ -92,36 +140,65 @@ class _Cohort:
         live = [t for t in self.chains[root] if not t.state.is_finished()]
         return bool(live) and all(t.state == TrialState.WAITING for t in live)
 
+    def describe(self) -> str:
+        first = self.roots[0]
+        last = self.roots[-1] if self.capacity == len(self.roots) else first + self.capacity - 1
+        if last > first:
+            return f"cohort {self.index} (trials {first}-{last})"
+        return f"cohort {self.index} (trial {first})"
+
 
 class SynchronousSHAPruner(BasePruner):
     """Synchronous successive halving as an Optuna pruner: a rung is judged once its whole cohort reported it.
 
-    The objective reports its validation score with ``trial.report(value, step=units)``, where
-    ``units`` is the budget the trial has consumed (eve-search charges evaluation units, paper
-    Appendix "Evaluation-Cost Accounting"), and calls ``trial.should_prune()``. A report at a step at
-    or past a rung's budget counts for that rung (the first such report). At a rung,
+    **What a step is.** The rungs are steps, and a step is whatever the objective passes to
+    ``trial.report(value, step)``: an epoch counter in most Optuna examples (``for epoch in
+    range(EPOCHS): ...; trial.report(accuracy, epoch)``), an iteration counter, or, for eve-search's
+    own trials, the evaluation units charged so far (paper, Appendix "Evaluation-Cost Accounting").
+    By default the rungs are Optuna's geometric schedule from ``min_resource=1`` step growing by
+    ``reduction_factor=3`` (steps 1, 3, 9, 27, ...), open-ended unless ``max_resource`` is given, and
+    each rung promotes the best third: a script that counts epochs or iterations works unchanged. The
+    paper's rungs in cost units are one argument away: ``rungs=eve_search.ledger.DEFAULT_RUNGS``
+    (100, 300, 900, 2,700 and 3,000 units). The first report at a step at or past a rung's budget
+    counts for that rung; a report between rungs decides nothing. A warning says when a trial completed
+    below the first rung (the pruner never judged it) or when one report passed several rungs at once.
+
+    **The rule.** The objective calls ``trial.should_prune()`` after each report. At a rung,
     ``should_prune()`` waits until every trial of the cohort has reported the rung or ended (COMPLETE,
     PRUNED, FAIL, or failed by Optuna's heartbeat check after its worker died); then the best
     ``ceil(fraction x reporters)`` go on (``should_prune()`` returns False) and the rest are pruned
-    (True). At the last rung nobody is pruned. A report between rungs decides nothing. A NaN score
-    ranks last; ties go to the lower trial number (:func:`eve_search.ledger.rank_order`).
+    (True). At the last rung nobody is pruned. A NaN score ranks last; ties go to the lower trial
+    number (:func:`eve_search.ledger.rank_order`).
 
-    Cohorts are consecutive trial numbers: the first ``cohort_size`` trials of the study form cohort 0,
-    the next ``cohort_size`` cohort 1, and so on (a trial re-queued after its worker died takes the
-    original's place). A pruner cannot pause a trial, so **a cohort must run all at once**:
-    ``study.optimize(objective, n_trials=..., n_jobs=cohort_size)``, or that many worker processes on
-    one RDB storage. When every running trial waits at a rung for cohort members that have not started
-    (fewer workers than ``cohort_size``), the behaviour depends on ``timeout``:
+    **Cohorts** are consecutive trial numbers: the first ``cohort_size`` trials of the study form cohort
+    0, the next ``cohort_size`` cohort 1, and so on (a trial re-queued after its worker died takes the
+    original's place). A cohort ends early, and is decided with the trials it has, where the study's
+    trials end: at ``n_trials`` (for ``study.optimize(objective, n_trials=N)`` with N not a multiple of
+    ``cohort_size``), and where :func:`~eve_search.integrations.optuna.optimize_in_cohorts` stops
+    starting trials (its ``n_trials``, ``timeout`` or ``study.stop()``).
+
+    **Running a cohort.** A pruner cannot pause a trial, so the trials of a cohort must be alive at
+    once. :func:`~eve_search.integrations.optuna.optimize_in_cohorts` runs an ordinary objective so,
+    with ``n_jobs`` of them training at a time (a trial waiting at a rung gives up its turn); so do
+    ``study.optimize(objective, n_trials=..., n_jobs=cohort_size)`` and that many worker processes on
+    one RDB storage. A study that runs one trial at a time (``study.optimize`` with ``n_jobs=1`` on
+    in-memory storage) cannot fill a cohort: its first ``should_prune()`` at a rung raises
+    :class:`SequentialStudyError` naming the fix, at once. When every running trial waits at a rung
+    for cohort members that have not started (fewer workers than ``cohort_size``), the behaviour
+    depends on ``timeout``:
 
     - ``timeout=None`` (default): ``should_prune()`` raises :class:`CohortStalledError`, one message
       that names the fix, once the study has been stalled for ``stall_seconds``. It never hangs.
     - ``timeout=seconds``: a trial that has waited that long decides its rung without the members that
-      have not reported; one that reports later is pruned at that rung. Use it when a worker may
-      vanish without a heartbeat, or to accept a partial cohort.
+      have not reported; one that reports later is pruned at that rung. In a study that runs one trial
+      at a time the rung is decided at once by the trials that reported it (the cohort's first).
 
-    Every decision is written to the study's user attributes (``sha:cohort{k}:rung{budget}``: promoted
-    and stopped trial numbers and the scores), where ``optuna-dashboard`` shows it; a decision once
-    written is final, so every thread and process applies the same one.
+    **Records.** Every decision is written to the study's user attributes (``sha:cohort{k}:rung{budget}``:
+    promoted and stopped trial numbers, their scores, ``reporters`` and the ``cohort`` it expected),
+    where ``optuna-dashboard`` shows it; a decision once written is final, so every thread and process
+    applies the same one. A rung decided among fewer reporters than its cohort (a timeout, a cohort
+    closed early, members that ended without reporting) records ``partial: true`` and its ``reason``,
+    and warns (:class:`PartialRungWarning`).
 
     To detect dead workers, build the storage with heartbeats
     (``RDBStorage(url, heartbeat_interval=..., grace_period=...)``); a waiting trial checks for stale
@@ -132,56 +209,95 @@ class SynchronousSHAPruner(BasePruner):
 
     For eve-search's own trials, which resume from checkpoints, prefer
     :func:`eve_search.integrations.optuna.run_sha`: it trains each rung as a work item, so the cohort
-    need not run at once and a pruned trial's work is never lost to the order of execution.
+    need not be alive at once and no trial holds memory while it waits.
 
     Args:
-        rungs: cumulative budgets (integers, strictly increasing).
-        fraction: promoted share of a rung, in (0, 1].
+        rungs: explicit cumulative budgets in steps (integers, strictly increasing), for instance the
+            paper's ``eve_search.ledger.DEFAULT_RUNGS`` in cost units; the last promotes nobody. None:
+            the geometric schedule below. Give either ``rungs`` or the three arguments below.
+        fraction: promoted share of a rung, in (0, 1] (None: ``1 / reduction_factor``, or 1/3 with
+            ``rungs``).
         cohort_size: trials judged together (None: the study's ``sha_cohort_size`` user attribute).
         timeout: seconds a trial waits at a rung before deciding without absent members (None: never).
         poll_interval: seconds between two reads of the storage while waiting.
         stall_seconds: how long every running trial must have been waiting at a rung, with cohort
             members not started, before the cohort counts as stalled (a worker process that is still
             starting up must have started its trial by then).
+        min_resource: the first rung, in steps (default 1: the second epoch of an objective counting
+            from 0).
+        reduction_factor: the growth from one rung to the next, a number above 1 (default 3).
+        max_resource: the last rung, in steps, where the survivors complete (None: open-ended; a
+            trial's schedule ends when its objective returns).
+        n_trials: the number of trials the study will have, when it is not a multiple of
+            ``cohort_size`` (``study.optimize(objective, n_trials=N)``): the last cohort is decided
+            with the trials up to N (None: only ``optimize_in_cohorts`` closes cohorts early).
 
     Example:
+        An objective in the style of Optuna's examples, reporting a validation accuracy per epoch:
+
         >>> import optuna
-        >>> from eve_search.integrations.optuna import SynchronousSHAPruner
+        >>> from eve_search.integrations.optuna import SynchronousSHAPruner, optimize_in_cohorts
         >>> def objective(trial):
-        ...     x = trial.suggest_float("x", 0.0, 1.0)
-        ...     for step in (100, 300, 900):
-        ...         trial.report(x, step=step)
+        ...     quality = trial.suggest_float("quality", 0.0, 1.0)
+        ...     for epoch in range(10):
+        ...         accuracy = quality * (1 - 0.5 ** (epoch + 1))  # after this epoch's training
+        ...         trial.report(accuracy, epoch)
         ...         if trial.should_prune():
         ...             raise optuna.TrialPruned()
-        ...     return x
+        ...     return accuracy
         >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
-        >>> pruner = SynchronousSHAPruner(rungs=(100, 300, 900), cohort_size=9, poll_interval=0.01)
+        >>> pruner = SynchronousSHAPruner(cohort_size=9, poll_interval=0.01)  # rungs at epochs 1, 3, 9
         >>> study = optuna.create_study(direction="maximize", pruner=pruner,
         ...                             sampler=optuna.samplers.RandomSampler(seed=0))
-        >>> study.optimize(objective, n_trials=9, n_jobs=9)
-        >>> sorted(t.state.name for t in study.trials).count("PRUNED")
-        8
-        >>> study.best_value == max(t.params["x"] for t in study.trials)
+        >>> optimize_in_cohorts(study, objective, n_trials=9)  # one trial trains at a time
+        >>> [sum(1 for t in study.trials if step in t.intermediate_values) for step in (1, 3, 9)]
+        [9, 3, 1]
+        >>> study.best_trial.params["quality"] == max(t.params["quality"] for t in study.trials)
         True
     """
 
-    def __init__(self, rungs: Sequence[int] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION,
+    def __init__(self, rungs: Sequence[int] | None = None, fraction: float | None = None,
                  cohort_size: int | None = None, timeout: float | None = None, poll_interval: float = 0.1,
-                 stall_seconds: float = 30.0) -> None:
-        self.rungs = check_rungs(rungs)
-        self.fraction = check_fraction(fraction)
-        if cohort_size is not None and (isinstance(cohort_size, bool) or not isinstance(cohort_size, int)
-                                        or cohort_size < 1):
-            raise ValueError(f"Invalid cohort_size: {cohort_size!r} (expected an int >= 1, or None)")
+                 stall_seconds: float = 30.0, *, min_resource: int | None = None,
+                 reduction_factor: float | None = None, max_resource: int | None = None,
+                 n_trials: int | None = None) -> None:
+        geometric = {"min_resource": min_resource, "reduction_factor": reduction_factor,
+                     "max_resource": max_resource}
+        if rungs is not None:
+            given = [name for name, value in geometric.items() if value is not None]
+            if given:
+                raise ValueError(f"Invalid rungs: {rungs!r} together with {', '.join(given)} (expected either "
+                                 "explicit rungs= or min_resource/reduction_factor/max_resource, not both)")
+            self.rungs = check_rungs(rungs)
+            self.fraction = check_fraction(PROMOTED_FRACTION if fraction is None else fraction)
+        else:
+            min_resource = 1 if min_resource is None else min_resource
+            reduction_factor = 3 if reduction_factor is None else reduction_factor
+            self.rungs = _geometric_rungs(min_resource, reduction_factor, max_resource)
+            self.fraction = check_fraction(1.0 / reduction_factor if fraction is None else fraction)
+        self.min_resource, self.reduction_factor, self.max_resource = min_resource, reduction_factor, max_resource
+        for name, count in (("cohort_size", cohort_size), ("n_trials", n_trials)):
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
+                raise ValueError(f"Invalid {name}: {count!r} (expected an int >= 1, or None)")
         for name, value in (("timeout", timeout), ("poll_interval", poll_interval), ("stall_seconds", stall_seconds)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"Invalid {name}: {value!r} (expected a number of seconds > 0)")
         self.cohort_size = cohort_size
+        self.n_trials = n_trials
         self.timeout = None if timeout is None else float(timeout)
         self.poll_interval = float(poll_interval)
         self.stall_seconds = float(stall_seconds)
         self._lock = threading.Lock()
+        self._warned_unreached = False
+        self._warned_jump = False
+        self._checked: set[int] = set()
+
+    def __repr__(self) -> str:
+        shown = len(self.rungs) if self.max_resource is not None or len(self.rungs) <= 6 else 4
+        rungs = ", ".join(str(r) for r in self.rungs[:shown]) + (", ..." if shown < len(self.rungs) else "")
+        return (f"SynchronousSHAPruner(rungs=({rungs}), fraction={self.fraction:.4g}, "
+                f"cohort_size={self.cohort_size}, timeout={self.timeout})")
 
     # Reading the study ------------------------------------------------------------------------------
 
@@ -192,8 +308,7 @@ class SynchronousSHAPruner(BasePruner):
         if isinstance(size, int) and size >= 1:
             return size
         raise ValueError("Invalid cohort_size: None and the study has no 'sha_cohort_size' user attribute "
-                         "(expected SynchronousSHAPruner(cohort_size=N), N the trials judged together, all "
-                         "running at once)")
+                         "(expected SynchronousSHAPruner(cohort_size=N), N the trials judged together)")
 
     def _mode(self, study: optuna.Study) -> str:
         if len(study.directions) > 1:
@@ -213,23 +328,40 @@ class SynchronousSHAPruner(BasePruner):
                 return float(trial.intermediate_values[min(steps)])
         return None
 
-    def _cohorts(self, study: optuna.Study, trials: list[FrozenTrial], size: int) -> list[_Cohort]:
+    def _cuts(self, attrs: dict[str, Any]) -> list[int]:
+        cuts = {int(key[len(CUT_PREFIX):]) for key in attrs
+                if key.startswith(CUT_PREFIX) and key[len(CUT_PREFIX):].isdigit()}
+        if self.n_trials is not None:
+            cuts.add(self.n_trials)
+        return sorted(cuts)
+
+    def _cohorts(self, trials: list[FrozenTrial], size: int, attrs: dict[str, Any]) -> list[_Cohort]:
+        """Consecutive root numbers, ``size`` at a time; a cut ``n`` ends the cohort holding the trials below
+        ``n`` (it is closed once every trial numbered below ``n`` exists)."""
         roots = sorted({root_number(t) for t in trials})
         chains: dict[int, list[FrozenTrial]] = {r: [] for r in roots}
         for trial in sorted(trials, key=lambda t: t.number):
             chains[root_number(trial)].append(trial)
-        cohorts = []
-        for k in range(max(1, math.ceil(len(roots) / size))):
-            members = roots[k * size:(k + 1) * size]
-            cohorts.append(_Cohort(k, size, members, {r: chains[r] for r in members}))
-        return cohorts
+        cuts = self._cuts(attrs)
+        groups: list[tuple[list[int], int]] = []
+        current: list[int] = []
+        for root in roots:
+            if current and (len(current) >= size or any(current[-1] < c <= root for c in cuts)):
+                groups.append((current, len(current)))
+                current = []
+            current.append(root)
+        if current:
+            closed = len(current) >= size or any(current[-1] < c <= len(trials) for c in cuts)
+            groups.append((current, len(current) if closed else size))
+        return [_Cohort(k, size, capacity, members, {r: chains[r] for r in members})
+                for k, (members, capacity) in enumerate(groups)]
 
     def _replay(self, study: optuna.Study, cohort: _Cohort, mode: str, attrs: dict[str, Any],
-                force: int | None = None) -> None:
+                force: int | None = None, reason: str | None = None) -> None:
         """Feed the ledger from the stored reports, rung by rung, applying decisions already written and
         taking (and writing) the ones that can be taken now. ``force``: decide that rung now without the
-        members that have not reported (timeout)."""
-        ledger = RungLedger(self.rungs, self.fraction, mode, trials=range(cohort.size))
+        members that have not reported (``reason``: why)."""
+        ledger = RungLedger(self.rungs, self.fraction, mode, trials=range(cohort.capacity))
         cohort.ledger = ledger
         for rung, budget in enumerate(self.rungs):
             for position in ledger.cohort(rung):
@@ -250,19 +382,30 @@ class SynchronousSHAPruner(BasePruner):
             decision = ledger.decide(rung)
             if decision is None:
                 return
+            if not decision.promoted and not decision.stopped:
+                return  # nobody reached this rung (the survivors completed before it): nothing to record
             if stored is None:
-                self._write(study, cohort, decision, ledger)
+                self._write(study, cohort, decision, ledger, reason if force == rung else None)
 
-    def _write(self, study: optuna.Study, cohort: _Cohort, decision: RungDecision, ledger: RungLedger) -> None:
+    def _write(self, study: optuna.Study, cohort: _Cohort, decision: RungDecision, ledger: RungLedger,
+               forced: str | None) -> None:
         key = decision_key(cohort.index, decision.budget)
         scores = ledger.scores(decision.rung)
-        value = {
+        previous = ledger.decide(decision.rung - 1) if decision.rung > 0 else None
+        expected = cohort.size if previous is None else len(previous.promoted)
+        reporters = len(decision.promoted) + len(decision.stopped)
+        value: dict[str, Any] = {
             "budget": decision.budget,
             "promoted": [cohort.roots[p] for p in decision.promoted],
             "stopped": [cohort.roots[p] for p in decision.stopped],
             "scores": {str(cohort.roots[p]): _plain(s) for p, s in scores.items() if p in decision.promoted
                        or p in decision.stopped},
+            "reporters": reporters,
+            "cohort": expected,
+            "partial": reporters < expected,
         }
+        if value["partial"]:
+            value["reason"] = forced or ("closed" if previous is None and cohort.capacity < cohort.size else "ended")
         with self._lock:
             if key in study.user_attrs:
                 return
@@ -271,6 +414,72 @@ class SynchronousSHAPruner(BasePruner):
             except Exception:
                 if key not in study.user_attrs:
                     raise
+                return
+        if value["partial"]:
+            warnings.warn(self._partial_message(cohort, value, key), PartialRungWarning, stacklevel=2)
+
+    def _partial_message(self, cohort: _Cohort, value: dict[str, Any], key: str) -> str:
+        reason = value["reason"]
+        if reason == "timeout":
+            why = (f"after waiting timeout={self.timeout:g} s; the others are pruned at this rung when they "
+                   "report it")
+        elif reason == "sequential":
+            why = ("because this study runs one trial at a time, so the trials that have not started cannot be "
+                   "waited for and each cohort is decided by its first trial; run the objective with "
+                   "eve_search.integrations.optuna.optimize_in_cohorts(study, objective, n_trials=...)")
+        elif reason == "closed":
+            why = ("because no more trials joined the cohort (the last cohort of n_trials, a timeout or "
+                   "study.stop()): a smaller cohort judges with less evidence")
+        else:
+            why = f"because {value['cohort'] - value['reporters']} trial(s) ended without reporting it"
+        return (f"SynchronousSHAPruner: rung {value['budget']} of {cohort.describe()} was decided among "
+                f"{value['reporters']} of {value['cohort']} trials {why} (recorded as partial in the study's "
+                f"user attribute {key!r})")
+
+    def _close(self, study: optuna.Study, reason: str) -> None:
+        """No more trials will join: the cohort in progress ends with the trials that exist now."""
+        trials = study.get_trials(deepcopy=False)
+        if not trials:
+            return
+        cohorts = self._cohorts(trials, self._size(study), study.user_attrs)
+        last = cohorts[-1]
+        if last.capacity > len(last.roots):
+            study.set_user_attr(f"{CUT_PREFIX}{len(trials)}", {"members": list(last.roots), "reason": reason})
+
+    # Steps that do not fit the rungs ------------------------------------------------------------------
+
+    def check_steps(self, study: optuna.Study) -> None:
+        """Warn once (:class:`RungScheduleWarning`) if a trial completed with reports that never reached the
+        first rung: the pruner never judged it, which usually means the rungs are in other units than the
+        objective's steps."""
+        if self._warned_unreached:
+            return
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if trial.last_step is not None and trial.last_step < self.rungs[0]:
+                self._warned_unreached = True
+                warnings.warn(
+                    f"SynchronousSHAPruner: trial {trial.number} completed at step {trial.last_step} without "
+                    f"reaching the first rung ({self.rungs[0]}), so the pruner never judged it. A step is what the "
+                    "objective passes to trial.report(value, step): give the rungs in those units, e.g. "
+                    "SynchronousSHAPruner(min_resource=1, reduction_factor=3, cohort_size=...) for a step per "
+                    "epoch", RungScheduleWarning, stacklevel=3)
+                return
+
+    def _check_jump(self, trial: FrozenTrial, step: int) -> None:
+        if self._warned_jump:
+            return
+        earlier = [s for s in trial.intermediate_values if s < step]
+        floor = max(earlier) if earlier else None
+        passed = [b for b in self.rungs if (floor is None or floor < b) and b <= step]
+        if len(passed) > 1:
+            self._warned_jump = True
+            interval = step if floor is None else step - floor
+            after = "as its first report" if floor is None else f"after step {floor}"
+            warnings.warn(
+                f"SynchronousSHAPruner: trial {trial.number} reported step {step} {after}, passing rungs "
+                f"{', '.join(str(b) for b in passed)} at once: they are all judged with that one score. Report "
+                f"every step, or start the rungs at the steps you report (min_resource={interval})",
+                RungScheduleWarning, stacklevel=3)
 
     # Judging ----------------------------------------------------------------------------------------
 
@@ -302,6 +511,17 @@ class SynchronousSHAPruner(BasePruner):
                 return self._outcome(cohort, cohort.roots.index(root), rung) is None
         return False
 
+    @staticmethod
+    def _runs_alone(study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
+        """This study runs one trial at a time: its trials live in this process only (in-memory storage),
+        this trial runs in the main thread (``study.optimize`` with ``n_jobs=1``, or ask-and-tell; threads of
+        ``n_jobs > 1`` are never the main thread), and no other trial is running."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if not isinstance(getattr(study, "_storage", None), InMemoryStorage):
+            return False  # shared storage: another process may still start the rest of the cohort
+        return not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
+
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         mode = self._mode(study)
         step = trial.last_step
@@ -309,50 +529,76 @@ class SynchronousSHAPruner(BasePruner):
             return False
         rung = self.rung_of(step)
         if rung is None:
+            if trial.number not in self._checked:
+                self._checked.add(trial.number)
+                self.check_steps(study)
             return False
+        self._check_jump(trial, step)
         size = self._size(study)
         root = root_number(trial)
+        slot = getattr(_THREAD, "slot", None)
+        released = False
         started = time.monotonic()
         stalled_since: float | None = None
-        last_stale_check = 0.0
+        last_stale_check = last_stall_check = 0.0
         while True:
             trials = study.get_trials(deepcopy=False)
             attrs = study.user_attrs
-            cohorts = self._cohorts(study, trials, size)
+            cohorts = self._cohorts(trials, size, attrs)
             mine = next(c for c in cohorts if root in c.roots)
             self._replay(study, mine, mode, attrs)
             position = mine.roots.index(root)
             outcome = self._outcome(mine, position, rung)
             if outcome is not None:
+                if released and not outcome:
+                    slot.acquire()  # goes on: train again when its turn comes
                 return outcome
+            if slot is not None and not released:
+                slot.release()  # waits: let another trial of the cohort train meanwhile
+                released = True
             ledger = mine.ledger
             assert ledger is not None
             pending = next(r for r in range(rung + 1) if ledger.decide(r) is None)
+            absent = [p for p in ledger.waiting_for(pending) if mine.queued(p)]
+            if absent and slot is None and self._runs_alone(study, trials, trial.number):
+                if self.timeout is None:
+                    raise SequentialStudyError(
+                        f"SynchronousSHAPruner: trial {trial.number} reached rung {self.rungs[pending]} of "
+                        f"{mine.describe()}, whose other {len(absent)} trial(s) have not started, and this study "
+                        "runs one trial at a time (study.optimize with n_jobs=1), so they cannot start while this "
+                        "trial waits in should_prune(): run the objective with eve_search.integrations.optuna."
+                        "optimize_in_cohorts(study, objective, n_trials=...) (a cohort's trials are alive at once, "
+                        f"n_jobs of them training), or study.optimize(objective, n_trials=..., n_jobs={size})")
+                self._replay(study, mine, mode, study.user_attrs, force=pending, reason="sequential")
+                continue
             now = time.monotonic()
             if self.timeout is not None and now - started >= self.timeout:
-                self._replay(study, mine, mode, study.user_attrs, force=pending)
+                self._replay(study, mine, mode, study.user_attrs, force=pending, reason="timeout")
                 continue
             if now - last_stale_check >= 1.0:
                 last_stale_check = now
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     optuna.storages.fail_stale_trials(study)
-            if self.timeout is None:
-                absent = [p for p in ledger.waiting_for(pending) if mine.queued(p)]
-                others = [c for c in cohorts if c is not mine]
-                for other in others:
-                    self._replay(study, other, mode, attrs)
+            if self.timeout is None and now - last_stall_check >= min(1.0, self.stall_seconds / 4):
+                last_stall_check = now
                 running = [t for t in trials if t.state == TrialState.RUNNING]
+                live = {root_number(t) for t in running}
+                for other in cohorts:
+                    if other is not mine and live.intersection(other.roots):
+                        self._replay(study, other, mode, attrs)
                 if absent and all(self._blocked(t, cohorts) for t in running):
                     stalled_since = now if stalled_since is None else stalled_since
                     if now - stalled_since >= self.stall_seconds:
-                        first = mine.index * size
                         raise CohortStalledError(
-                            f"SynchronousSHAPruner: rung {self.rungs[pending]} of cohort {mine.index} (trials "
-                            f"{first}-{first + size - 1}) waits for {len(absent)} trial(s) that have not started, "
-                            f"while every running trial waits at a rung: run all {size} trials of a cohort at "
-                            f"once (study.optimize(..., n_jobs={size}) or more worker processes), lower "
-                            "cohort_size to the number that run at once, or set timeout= to decide without them")
+                            f"SynchronousSHAPruner: rung {self.rungs[pending]} of {mine.describe()} waits for "
+                            f"{len(absent)} trial(s) that have not started, while every running trial waits at a "
+                            f"rung: run all {size} trials of a cohort at once (study.optimize(..., n_jobs={size}) "
+                            "or more worker processes), or run the objective with eve_search.integrations.optuna."
+                            "optimize_in_cohorts(study, objective, n_trials=..., n_jobs=...), which lets fewer "
+                            "train at once; if no more trials will start (the last cohort of n_trials, or "
+                            "optimize's timeout), pass n_trials= to the pruner or use optimize_in_cohorts; or "
+                            "lower cohort_size, or set timeout= to decide without them")
                 else:
                     stalled_since = None
             time.sleep(self.poll_interval)

@@ -1,0 +1,193 @@
+"""Run an ordinary Optuna objective in cohorts, so that :class:`SynchronousSHAPruner` can judge whole cohorts.
+
+A pruner cannot pause a trial, and an ordinary objective (``trial.report`` / ``trial.should_prune`` in
+a loop over epochs) cannot be paused from outside either: its state lives in its stack frame. So the
+only way a study that runs "one trial at a time" can judge a rung among a whole cohort is to keep the
+cohort's trials alive at once, each in its own thread, and let them take turns training: a trial
+waiting at a rung inside ``should_prune()`` gives up its turn, and the next trial of the cohort starts
+or goes on. :func:`optimize_in_cohorts` does that with ``n_jobs`` turns (one by default: the compute
+of a sequential study), handing a free turn to the oldest trial that asks for one. Each trial runs
+through ``study.optimize(..., n_trials=1)`` in its thread, so states, heartbeats, ``catch``,
+callbacks and logging are Optuna's own.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from eve_search.integrations._optuna_pruner import _THREAD, SynchronousSHAPruner
+
+__all__ = ["optimize_in_cohorts"]
+
+
+class _Turns:
+    """``n`` training turns, each free one handed to the oldest waiting trial (lowest launch number)."""
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._waiting: list[int] = []
+        self._condition = threading.Condition()
+
+    def acquire(self, priority: int, give_up: Callable[[], bool] | None = None) -> bool:
+        with self._condition:
+            heapq.heappush(self._waiting, priority)
+            try:
+                while self._free == 0 or self._waiting[0] != priority:
+                    if give_up is not None and give_up():
+                        return False
+                    self._condition.wait(None if give_up is None else 0.05)
+                self._free -= 1
+                return True
+            finally:
+                self._waiting.remove(priority)
+                heapq.heapify(self._waiting)
+                self._condition.notify_all()
+
+    def release(self) -> None:
+        with self._condition:
+            self._free += 1
+            self._condition.notify_all()
+
+
+class _Turn:
+    """One trial's turn: the pruner releases it while the trial waits at a rung, and takes it back after."""
+
+    def __init__(self, turns: _Turns, priority: int) -> None:
+        self._turns = turns
+        self._priority = priority
+        self.held = True  # the launcher acquired it for the trial
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._turns.release()
+
+    def acquire(self) -> None:
+        if not self.held:
+            self._turns.acquire(self._priority)
+            self.held = True
+
+
+def _check_count(name: str, value: Any) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1, or None)")
+
+
+def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial], Any], n_trials: int | None = None,
+                        timeout: float | None = None, n_jobs: int = 1, catch: tuple[type[Exception], ...] = (),
+                        callbacks: Iterable[Callable[[optuna.Study, FrozenTrial], None]] | None = None,
+                        gc_after_trial: bool = False) -> None:
+    """``study.optimize`` for a study pruned by :class:`SynchronousSHAPruner`: the same objective, judged in cohorts.
+
+    The trials of a cohort are alive at once, each in its own thread, and ``n_jobs`` of them train at a
+    time: a trial that reaches a rung waits in ``should_prune()`` without its turn, so the next trial
+    of the cohort starts; when the rung is decided, the pruned trials end and the promoted ones take
+    turns again (a free turn goes to the oldest trial asking for one). With ``n_jobs=1`` (default) the
+    study trains one trial at a time, as a sequential ``study.optimize(objective, n_trials=N)`` does,
+    and its rungs are judged among whole cohorts. The objective needs no change: it reports
+    ``trial.report(value, step)`` and calls ``trial.should_prune()`` as in any Optuna pruning example.
+
+    When no more trials start (``n_trials`` started, ``timeout`` passed, or ``study.stop()`` called from
+    the objective or a callback), the cohort in progress is closed with the trials it has: its rungs
+    are decided among them, recorded as partial in the study's user attributes, with a
+    :class:`~eve_search.integrations.optuna.PartialRungWarning`. Running trials always finish (as in
+    ``study.optimize``, ``timeout`` stops new trials only).
+
+    Every waiting trial keeps its objective's state (the model, on the GPU too) in memory until its
+    rung is decided: up to ``cohort_size`` models at once. Run it from one process per study.
+
+    Args:
+        study: a study whose ``pruner`` is a :class:`SynchronousSHAPruner`.
+        objective: an ordinary Optuna objective.
+        n_trials: trials to start (None: until ``timeout`` or ``study.stop()``).
+        timeout: seconds after which no new trial starts (None: no limit).
+        n_jobs: how many trials train at once (the others of the cohort wait for a turn).
+        catch: exception types that fail a trial without stopping the study, as in ``study.optimize``.
+        callbacks: called with ``(study, frozen_trial)`` after each trial ends, as in ``study.optimize``.
+        gc_after_trial: run ``gc.collect()`` after each trial, as in ``study.optimize``.
+
+    Raises:
+        The first exception an objective raised that is not in ``catch``, once the running trials finished.
+    """
+    pruner = study.pruner
+    if not isinstance(pruner, SynchronousSHAPruner):
+        raise ValueError(f"Invalid study: its pruner is {type(pruner).__name__} (expected a SynchronousSHAPruner, "
+                         "e.g. optuna.create_study(pruner=SynchronousSHAPruner(cohort_size=9)))")
+    _check_count("n_trials", n_trials)
+    _check_count("n_jobs", n_jobs)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"Invalid timeout: {timeout!r} (expected a number of seconds > 0, or None)")
+    if not isinstance(catch, tuple):
+        raise ValueError(f"Invalid catch: {catch!r} (expected a tuple of exception types)")
+    user_callbacks = list(callbacks or ())
+    pruner._size(study)  # a missing cohort size is reported before any trial starts
+
+    turns = _Turns(n_jobs)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    threads: list[threading.Thread] = []
+    started = time.monotonic()
+
+    def expired() -> bool:
+        return timeout is not None and time.monotonic() - started >= timeout
+
+    def give_up() -> bool:
+        return stop.is_set() or bool(errors) or expired()
+
+    def ended(study_: optuna.Study, trial: FrozenTrial) -> None:
+        for callback in user_callbacks:
+            callback(study_, trial)
+        if getattr(study_, "_stop_flag", False):  # study.stop() in the objective or a callback
+            stop.set()
+
+    def work(turn: _Turn, asked: threading.Event) -> None:
+        _THREAD.slot = turn
+
+        def run(trial: optuna.Trial) -> Any:
+            asked.set()  # its number is taken: the next trial may be asked
+            return objective(trial)
+
+        try:
+            study.optimize(run, n_trials=1, catch=catch, callbacks=[ended], gc_after_trial=gc_after_trial)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the launcher once the others finished
+            errors.append(error)
+        finally:
+            turn.release()
+            _THREAD.slot = None
+            asked.set()
+
+    launched = 0
+    reason = "n_trials"
+    try:
+        while n_trials is None or launched < n_trials:
+            if give_up():
+                reason = "error" if errors else "timeout" if expired() else "stopped"
+                break
+            if not turns.acquire(launched, give_up):
+                continue
+            asked = threading.Event()
+            thread = threading.Thread(target=work, args=(_Turn(turns, launched), asked), daemon=True,
+                                      name=f"eve-search-cohort-trial-{launched}")
+            thread.start()
+            threads.append(thread)
+            while not asked.wait(0.1):  # trial numbers in launch order: consecutive within a cohort
+                pass
+            launched += 1
+    finally:
+        if launched:
+            pruner._close(study, reason)  # the cohort in progress is decided with the trials it has
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.1)
+    if errors:
+        raise errors[0]
+    pruner.check_steps(study)

@@ -1,0 +1,357 @@
+"""The Optuna pruner with the scripts Optuna users already have.
+
+The objective is written the way Optuna's own PyTorch examples are (suggest a learning rate and a
+width, train an epoch, report the validation accuracy with ``step=epoch``, ask ``should_prune()``),
+on tiny local data. Each case ends with the recorded decisions checked against the reported scores
+(the top third promoted at every rung) and runs under a watchdog, so a hang fails instead of stalling.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import optuna
+import pytest
+import torch
+import torch.nn.functional as F
+from optuna.trial import TrialState
+
+from eve_search.integrations.optuna import (
+    CohortStalledError,
+    PartialRungWarning,
+    RungScheduleWarning,
+    SequentialStudyError,
+    SynchronousSHAPruner,
+    optimize_in_cohorts,
+)
+from eve_search.ledger import DEFAULT_RUNGS, promote_top_fraction
+from eve_search.models import mlp
+from tests.tiny_task import make_tiny_splits
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+EPOCHS = 10
+DATA = make_tiny_splits()
+WATCHDOG = 120  # seconds: far above any case's run time on a loaded machine
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)  # torch's one-time optimizer import, outside timings
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+class Training:
+    """How many trials are inside an epoch's training at once (the most seen)."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.most = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+
+    def __exit__(self, *exc) -> None:
+        with self._lock:
+            self.now -= 1
+
+
+def make_objective(training: Training | None = None, epoch_seconds: float = 0.0):
+    training = training or Training()
+
+    def objective(trial):
+        lr = trial.suggest_float("lr", 1e-4, 3e-1, log=True)
+        width = trial.suggest_categorical("width", [4, 16])
+        generator = torch.Generator().manual_seed(trial.number)
+        model = mlp(DATA.x_train.shape[1], [width], 2, generator=generator)
+        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        for epoch in range(EPOCHS):
+            with training:
+                model.train()
+                for batch in torch.randperm(len(DATA.y_train), generator=generator).split(128):
+                    optimizer.zero_grad()
+                    F.cross_entropy(model(DATA.x_train[batch]), DATA.y_train[batch]).backward()
+                    optimizer.step()
+                model.eval()
+                with torch.no_grad():
+                    accuracy = (model(DATA.x_val).argmax(1) == DATA.y_val).float().mean().item()
+                time.sleep(epoch_seconds)
+            trial.report(accuracy, epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return accuracy
+
+    return objective
+
+
+def _study(**pruner_kwargs):
+    pruner_kwargs.setdefault("poll_interval", 0.02)
+    return optuna.create_study(direction="maximize", pruner=SynchronousSHAPruner(**pruner_kwargs),
+                               sampler=optuna.samplers.RandomSampler(seed=0))
+
+
+def within(seconds, run):
+    """Run ``run()`` in a thread; fail if it has not returned after ``seconds`` (a hang)."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = run()
+        except BaseException as error:  # noqa: BLE001 - re-raised below
+            box["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"hung: still running after {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _first_at_or_past(trial, budget):
+    steps = [s for s in trial.intermediate_values if s >= budget]
+    return trial.intermediate_values[min(steps)] if steps else None
+
+
+def check_decisions(study):
+    """Every recorded rung decision promoted the top third of the trials it judged, by the scores they
+    reported; every trial that reached a rung was judged there (or reported after a timeout decided
+    without it, and was pruned); PRUNED and COMPLETE states agree with the decisions. Returns them."""
+    pruner = study.pruner
+    trials = {t.number: t for t in study.trials}
+    decisions = {k: v for k, v in study.user_attrs.items() if k.startswith("sha:cohort")}
+    judged_at: dict[tuple[int, int], str] = {}
+    for key, decision in decisions.items():
+        budget = decision["budget"]
+        judged = sorted(decision["promoted"] + decision["stopped"])
+        scores = {n: _first_at_or_past(trials[n], budget) for n in judged}
+        assert {str(n): s for n, s in scores.items()} == decision["scores"], key
+        last = budget == pruner.rungs[-1]
+        assert decision["promoted"] == ([] if last else promote_top_fraction(scores, pruner.fraction)), key
+        assert decision["reporters"] == len(judged), key
+        assert decision["partial"] == (len(judged) < decision["cohort"]), key
+        for n in judged:
+            assert (n, budget) not in judged_at, f"trial {n} judged twice at rung {budget}"
+            judged_at[(n, budget)] = "promoted" if n in decision["promoted"] else "stopped"
+    late_allowed = any(d.get("reason") in ("timeout", "sequential") for d in decisions.values())
+    for number, trial in trials.items():
+        assert trial.state in (TrialState.COMPLETE, TrialState.PRUNED), (number, trial.state)
+        reached = [b for b in pruner.rungs if trial.last_step is not None and trial.last_step >= b]
+        outcomes = [judged_at.get((number, b)) for b in reached]
+        promoted = 0
+        while promoted < len(outcomes) and outcomes[promoted] == "promoted":
+            promoted += 1
+        rest = outcomes[promoted:]  # after its promotions: stopped once, or absent, then out of the cohorts
+        if trial.state == TrialState.COMPLETE:
+            assert rest in ([], ["stopped"]) and (not rest or reached[-1] == pruner.rungs[-1]), (number, outcomes)
+        elif rest[0] is None:  # reported a rung after it was decided without it (timeout): pruned there
+            assert late_allowed and set(rest) == {None}, (number, outcomes)
+        else:
+            assert rest[0] == "stopped" and set(rest[1:]) <= {None}, (number, outcomes)
+    return decisions
+
+
+def _kept(study, steps):
+    return [sum(1 for t in study.trials if step in t.intermediate_values) for step in steps]
+
+
+# A sequential script ------------------------------------------------------------------------------
+
+
+def test_a_sequential_study_is_refused_at_its_first_rung_with_the_fix():
+    study = _study(cohort_size=9, stall_seconds=20)
+    started = time.monotonic()
+    with pytest.raises(SequentialStudyError, match=r"optimize_in_cohorts\(study, objective.*n_jobs=9"):
+        study.optimize(make_objective(), n_trials=9)  # n_jobs=1, in this (main) thread, in-memory storage
+    assert time.monotonic() - started < 10  # at once, not after stall_seconds
+    assert [t.state for t in study.trials] == [TrialState.FAIL]
+    assert study.trials[0].last_step == 1  # the first rung (min_resource=1)
+
+
+def test_a_sequential_script_counting_epochs_runs_in_cohorts():
+    training = Training()
+    study = _study(cohort_size=9)  # rungs at steps 1, 3, 9, ... : epochs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(training), n_trials=9))
+    assert training.most == 1  # one trial trains at a time, as in the sequential script
+    assert _kept(study, (1, 3, 9)) == [9, 3, 1]
+    states = [t.state for t in study.trials]
+    assert states.count(TrialState.COMPLETE) == 1 and states.count(TrialState.PRUNED) == 8
+    decisions = check_decisions(study)
+    assert sorted(d["budget"] for d in decisions.values()) == [1, 3, 9]
+    assert not any(d["partial"] for d in decisions.values())
+    assert not [w for w in caught if issubclass(w.category, (PartialRungWarning, RungScheduleWarning))]
+    complete = study.best_trial
+    assert complete.value == complete.intermediate_values[EPOCHS - 1]
+
+
+# Fewer jobs than the cohort -----------------------------------------------------------------------
+
+
+def test_fewer_jobs_than_the_cohort_take_turns():
+    training = Training()
+    study = _study(cohort_size=6, max_resource=EPOCHS - 1)  # rungs 1, 3, 9; the last promotes nobody
+    within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(training), n_trials=12, n_jobs=2))
+    assert training.most <= 2
+    assert _kept(study, (1, 3, 9)) == [12, 4, 2]  # two cohorts: 6 -> 2 -> 1 each
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 2
+    decisions = check_decisions(study)
+    assert len(decisions) == 6 and not any(d["partial"] for d in decisions.values())
+    for cohort in (0, 1):
+        assert study.user_attrs[f"sha:cohort{cohort}:rung9"]["promoted"] == []  # the last rung
+
+
+def test_plain_optimize_with_fewer_jobs_names_optimize_in_cohorts():
+    study = _study(cohort_size=6, stall_seconds=1)
+    with pytest.raises(CohortStalledError, match=r"n_jobs=6.*optimize_in_cohorts"):
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=6, n_jobs=2))
+
+
+# n_trials not a multiple of the cohort -------------------------------------------------------------
+
+
+def test_the_last_partial_cohort_is_decided_with_the_trials_that_exist():
+    study = _study(cohort_size=4)
+    with pytest.warns(PartialRungWarning, match=r"cohort 2 \(trials 8-10\) was decided among 3 of 4"):
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(), n_trials=11, n_jobs=2))
+    assert len(study.trials) == 11
+    decisions = check_decisions(study)  # no FAIL, every rung decided
+    last = study.user_attrs["sha:cohort2:rung1"]
+    assert (last["reporters"], last["cohort"], last["partial"], last["reason"]) == (3, 4, True, "closed")
+    assert sorted(last["promoted"] + last["stopped"]) == [8, 9, 10]
+    assert [k for k, d in decisions.items() if d["partial"]] == ["sha:cohort2:rung1"]
+    assert study.user_attrs["sha:cut11"]["members"] == [8, 9, 10]
+
+
+def test_plain_optimize_with_n_trials_given_to_the_pruner():
+    study = _study(cohort_size=9, n_trials=10, stall_seconds=5)
+    with pytest.warns(PartialRungWarning, match=r"cohort 1 \(trial 9\) was decided among 1 of 9"):
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=10, n_jobs=9))
+    check_decisions(study)
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 2  # one per cohort
+
+
+def test_study_stop_and_an_objective_error_close_the_cohort():
+    stopping = _study(cohort_size=3)
+
+    def stop_at_the_first_end(study, trial):
+        study.stop()  # no new trial starts once this is seen; the running ones finish
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: optimize_in_cohorts(stopping, make_objective(), n_trials=30,
+                                                     callbacks=[stop_at_the_first_end]))
+    started = len(stopping.trials)
+    assert 3 <= started < 30
+    partial = [str(w.message) for w in caught if issubclass(w.category, PartialRungWarning)]
+    if started % 3:
+        assert stopping.user_attrs[f"sha:cut{started}"]["reason"] == "stopped"
+        assert len(partial) == 1 and f"among {started % 3} of 3 trials because no more trials joined" in partial[0]
+    else:
+        assert partial == []
+    check_decisions(stopping)
+
+    failing = _study(cohort_size=3)
+    train = make_objective()
+
+    def objective(trial):
+        if trial.number == 4:
+            raise RuntimeError("out of memory")
+        return train(trial)
+
+    with pytest.raises(RuntimeError, match="out of memory"), \
+            pytest.warns(PartialRungWarning, match="rung 1 of cohort 1 .* was decided among"):  # 4 failed
+        within(WATCHDOG, lambda: optimize_in_cohorts(failing, objective, n_trials=9, n_jobs=2))
+    states = [t.state for t in failing.trials]
+    assert states[4] == TrialState.FAIL and len(states) <= 6 and TrialState.RUNNING not in states
+    assert failing.user_attrs["sha:cohort0:rung1"]["reporters"] == 3  # what was computed is kept
+
+
+# timeout= ------------------------------------------------------------------------------------------
+
+
+def test_optimize_in_cohorts_timeout_closes_the_cohort_recorded_and_warned():
+    study = _study(cohort_size=40)  # far more than can start in the time allowed
+    with pytest.warns(PartialRungWarning, match=r"decided among \d+ of 40 trials because no more trials joined"):
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(epoch_seconds=0.05), timeout=1.0))
+    started = len(study.trials)
+    assert 1 <= started < 40
+    first = study.user_attrs["sha:cohort0:rung1"]
+    assert (first["reporters"], first["cohort"], first["partial"], first["reason"]) == (started, 40, True, "closed")
+    check_decisions(study)
+
+
+def test_pruner_timeout_decides_without_late_trials_recorded_and_warned():
+    study = _study(cohort_size=4, timeout=2)
+    with pytest.warns(PartialRungWarning, match=r"among 2 of 4 trials after waiting timeout=2 s"):
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=4, n_jobs=2))
+    decision = study.user_attrs["sha:cohort0:rung1"]
+    assert (decision["reporters"], decision["cohort"], decision["partial"], decision["reason"]) == \
+        (2, 4, True, "timeout")
+    check_decisions(study)  # the two late trials were pruned at rung 1 without being judged
+
+
+def test_pruner_timeout_in_a_sequential_study_is_not_silent():
+    study = _study(cohort_size=3, timeout=60)
+    started = time.monotonic()
+    with pytest.warns(PartialRungWarning, match="runs one trial at a time.*optimize_in_cohorts"):
+        study.optimize(make_objective(), n_trials=3)
+    assert time.monotonic() - started < 30  # nothing to wait for: decided at once, not after 60 s per trial
+    decision = study.user_attrs["sha:cohort0:rung1"]
+    assert (decision["reporters"], decision["partial"], decision["reason"]) == (1, True, "sequential")
+    check_decisions(study)
+
+
+# Steps and rungs ------------------------------------------------------------------------------------
+
+
+def test_optuna_vocabulary_derives_the_rungs():
+    assert SynchronousSHAPruner().rungs[:5] == (1, 3, 9, 27, 81)
+    assert SynchronousSHAPruner().fraction == pytest.approx(1 / 3)
+    assert SynchronousSHAPruner(min_resource=1, reduction_factor=3, max_resource=10).rungs == (1, 3, 9, 10)
+    halving = SynchronousSHAPruner(min_resource=2, reduction_factor=2, max_resource=16)
+    assert (halving.rungs, halving.fraction) == ((2, 4, 8, 16), 0.5)
+    assert SynchronousSHAPruner(rungs=DEFAULT_RUNGS).rungs == (100, 300, 900, 2700, 3000)
+    with pytest.raises(ValueError, match=r"Invalid rungs: .* together with min_resource"):
+        SynchronousSHAPruner(rungs=DEFAULT_RUNGS, min_resource=1)
+    with pytest.raises(ValueError, match="Invalid reduction_factor: 1"):
+        SynchronousSHAPruner(reduction_factor=1)
+    with pytest.raises(ValueError, match="Invalid max_resource: 0.5"):
+        SynchronousSHAPruner(max_resource=0.5)
+    with pytest.raises(ValueError, match="Invalid n_trials: 0"):
+        SynchronousSHAPruner(n_trials=0)
+    with pytest.raises(ValueError, match="Invalid study: its pruner is MedianPruner"):
+        optimize_in_cohorts(optuna.create_study(pruner=optuna.pruners.MedianPruner()), make_objective(), 1)
+    with pytest.raises(ValueError, match="Invalid n_jobs: 0"):
+        optimize_in_cohorts(_study(cohort_size=3), make_objective(), 3, n_jobs=0)
+
+
+def test_steps_that_never_reach_the_first_rung_warn_once():
+    study = _study(rungs=DEFAULT_RUNGS, cohort_size=3)  # cost units, while the objective counts epochs
+    with pytest.warns(RungScheduleWarning, match=r"completed at step 9 without reaching the first rung \(100\)"):
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(), n_trials=3))
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * 3  # never pruned: hence the warning
+
+
+def test_a_report_past_several_rungs_warns_once():
+    def objective(trial):
+        x = trial.suggest_float("x", 0.0, 1.0)
+        for step in (100, 200, 300):  # every 100 iterations, while the rungs start at 1
+            trial.report(x, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return x
+
+    study = _study(cohort_size=3)
+    with pytest.warns(RungScheduleWarning, match=r"passing rungs 1, 3, 9, 27, 81 at once.*min_resource=100"):
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, objective, n_trials=3))
+    check_decisions(study)
