@@ -1,5 +1,6 @@
 """EvE and the baselines: the closure-based optimizer, the flat-vector minimizer and the registry."""
 
+from eve_search.optim._closure import ClosureContractError
 from eve_search.optim._eve import EvE, kaiming_bounds
 from eve_search.optim._minimize import MinimizeResult, minimize
 from eve_search.optim._registry import (
@@ -11,6 +12,7 @@ from eve_search.optim._registry import (
 )
 
 __all__ = [
+    "ClosureContractError",
     "EvE",
     "MeteredOptimizer",
     "MinimizeResult",

@@ -64,9 +64,13 @@ def _as_bound(value: Any, p: torch.Tensor, what: str, index: int) -> torch.Tenso
                          f"its shape {tuple(p.shape)} ({error})") from None
 
 
-def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Lower and upper bounds per parameter (0-dim when one number covers the tensor), validated
-    lower < upper everywhere."""
+def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor],
+                 keep: Sequence[bool]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Lower and upper bounds per kept parameter (0-dim when one number covers the tensor), validated
+    lower < upper everywhere. ``params`` are all the optimizer's parameters, ``keep`` marks the ones
+    EvE evolves (those that require grad); a per-parameter ``bounds`` lists either all of them or the
+    kept ones."""
+    kept = sum(keep)
     if bounds is None:
         pairs = [(-b, b) for b in kaiming_bounds(params)]
     elif isinstance(bounds, (int, float)) and not isinstance(bounds, bool):
@@ -78,11 +82,17 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[list[t
         pairs = [bounds] * len(params)
     elif isinstance(bounds, Sequence) and len(bounds) == len(params):
         pairs = list(bounds)
+    elif isinstance(bounds, Sequence) and len(bounds) == kept:
+        given = iter(bounds)
+        pairs = [next(given) if k else None for k in keep]
     else:
+        counted = f"{len(params)} here" if kept == len(params) else f"{len(params)} here, or {kept} trainable"
         raise ValueError(f"Invalid bounds: {bounds!r} (expected None, a half-width, a (lower, upper) pair, "
-                         f"or one (lower, upper) pair per parameter: {len(params)} here)")
+                         f"or one (lower, upper) pair per parameter: {counted})")
     lowers, uppers = [], []
-    for index, (p, pair) in enumerate(zip(params, pairs)):
+    for index, (p, pair, k) in enumerate(zip(params, pairs, keep)):
+        if not k:
+            continue
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"Invalid bounds: entry {index} is {pair!r} (expected a (lower, upper) pair)")
         low, high = _as_bound(pair[0], p, "lower", index), _as_bound(pair[1], p, "upper", index)
@@ -97,6 +107,43 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor]) -> tuple[list[t
         lowers.append(low)
         uppers.append(high)
     return lowers, uppers
+
+
+def _check_param(p: torch.Tensor, index: int, first: torch.Tensor | None) -> None:
+    """One line for a parameter EvE cannot evolve: sparse, complex, not floating point, or of another
+    dtype or device than the first one."""
+    if p.layout != torch.strided:
+        raise ValueError(f"Invalid params: parameter {index} has layout {p.layout} (EvE evolves dense tensors; "
+                         "sparse parameters are not supported)")
+    if p.is_complex():
+        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} (EvE evolves real weights; complex "
+                         "parameters are not supported: store the real and imaginary parts as a real parameter)")
+    if not p.is_floating_point():
+        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} (EvE needs floating-point parameters)")
+    if first is not None and (p.dtype != first.dtype or p.device != first.device):
+        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} on {p.device} beside {first.dtype} on "
+                         f"{first.device} (EvE needs all its parameters in one dtype on one device)")
+
+
+# Options a param group may not set: EvE's own, which hold for the whole population, and the Adam
+# options a group copied from a torch optimizer could carry, which EvE's fallback would ignore.
+_GLOBAL_OPTIONS = ("betas", "eps", "n_adam", "F", "gamma", "sigma", "polynomial_mutation", "eta",
+                   "population_size", "init", "anchor", "bounds", "seed", "meter", "amsgrad", "maximize")
+
+# What the module's flat buffer holds between steps, so that a change made outside step() shows:
+# "best": the population's best member (after any evaluation); "anchor": weights whose unit-cube
+# image is slot 0 (built, or re-anchored, around the module's weights, not yet evaluated); "free":
+# weights the population does not depend on (init="lhs" or anchor="uniform", not yet evaluated).
+_HOLDS = ("best", "anchor", "free")
+
+_SAME_SIZE_INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals the same NaN; -0.0 differs from 0.0): the check that says whether
+    the module still holds exactly what EvE wrote."""
+    kind = _SAME_SIZE_INT[a.element_size()]
+    return torch.equal(a.view(kind), b.view(kind))
 
 
 class EvE(torch.optim.Optimizer):
@@ -117,8 +164,29 @@ class EvE(torch.optim.Optimizer):
     leaves out the one gradient buffer the fallback needs, which its 4x for Adam includes. Polynomial
     mutation adds one more buffer (the mutant).
 
+    The closure contract: ``closure()`` computes and returns the loss of the module's current weights
+    on this step's batch, and never calls ``zero_grad`` or ``backward``. EvE calls it under
+    ``torch.inference_mode()`` to score population members, and with gradients enabled for each
+    Adam fallback step, after which EvE calls ``backward()`` on the returned loss itself. Every call
+    of one step starts from the same global random state (CPU, and the parameters' CUDA device), so
+    dropout masks, like the batch, are common to all of a step's evaluations; afterwards the random
+    state is where one call of the closure leaves it. The module's train/eval mode is the caller's.
+
+    Weights changed outside ``step``: between steps the module holds the population's best member.
+    When ``step`` finds other weights there (``model.load_state_dict`` of a model-only checkpoint, a
+    weight copy, ``p.data = ...`` of the same dtype, device and shape, a reused Ray Tune actor), it
+    re-anchors: the population is initialized afresh by proximity around those weights (slot 1 is
+    them, mapped to the unit cube; Equation 1 places the other slots, from the initialization
+    generator), every slot's Adam moments restart, and the step scores all slots on its batch, as
+    the first step does. Loading ``state_dict()`` together with the model restores everything
+    instead, and the run continues bit for bit.
+
     Args:
-        params: the tensors to optimize (one parameter group: EvE treats them as one vector).
+        params: the tensors to optimize, or parameter groups (dicts) as for ``torch.optim``. EvE
+            evolves every trainable parameter as one vector; a group may set its own ``lr`` and
+            ``weight_decay`` for the Adam fallback (read at every step, so LR schedulers work).
+            Parameters with ``requires_grad=False`` are left untouched, as ``torch.optim`` leaves
+            them. Groups cannot be added after construction.
         lr: the Adam fallback's learning rate.
         n_adam: Adam steps per fallback burst (0 turns the fallback off).
         weight_decay: L2 penalty folded into the fallback's gradient (PyTorch ``Adam`` style).
@@ -129,7 +197,8 @@ class EvE(torch.optim.Optimizer):
         population_size: number of slots (the paper uses 4).
         init: ``"proximity"`` or ``"lhs"`` (Latin hypercube).
         anchor: for proximity, ``"weights"`` (the module's current weights) or ``"uniform"``.
-        bounds: None, a half-width, a ``(lower, upper)`` pair, or one pair per parameter.
+        bounds: None, a half-width, a ``(lower, upper)`` pair, or one pair per parameter (all of
+            them, or only the trainable ones).
         seed: the one integer every random draw of this optimizer derives from.
         meter: a :class:`~eve_search.budget.CostMeter` charged for every pass; a step stops at the
             first evaluation that finds it exhausted.
@@ -178,41 +247,68 @@ class EvE(torch.optim.Optimizer):
             raise ValueError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
         if meter is not None and not isinstance(meter, CostMeter):
             raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter or None)")
+        self._built = False
         super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
-        if len(self.param_groups) != 1:
-            raise ValueError(f"Invalid params: {len(self.param_groups)} parameter groups (EvE evolves all "
-                             "parameters as one vector; pass a single group)")
+        for index, group in enumerate(self.param_groups):
+            fixed = [key for key in _GLOBAL_OPTIONS if key in group]
+            if fixed:
+                raise ValueError(f"Invalid param group {index}: {fixed[0]}={group[fixed[0]]!r} (a group may set "
+                                 "only lr and weight_decay; EvE's other options are one per optimizer)")
         self._hyper = hyper
         self.meter = meter
-        params = self.param_groups[0]["params"]
-        first = params[0]
-        for p in params:
-            if not p.is_floating_point() or p.dtype != first.dtype or p.device != first.device:
-                raise ValueError(f"Invalid params: EvE needs floating-point parameters of one dtype and device; "
-                                 f"got {p.dtype} on {p.device} beside {first.dtype} on {first.device}")
-        lower, upper = _flat_bounds(bounds, params)
+        everything = [p for group in self.param_groups for p in group["params"]]
+        keep = [p.requires_grad for p in everything]
+        params = [p for p in everything if p.requires_grad]
+        if not params:
+            raise ValueError(f"Invalid params: none of the {len(everything)} parameters requires grad "
+                             "(nothing for EvE to optimize)")
+        first: torch.Tensor | None = None
+        for index, (p, k) in enumerate(zip(everything, keep)):
+            if k:
+                _check_param(p, index, first)
+                first = p if first is None else first
+        self._indices = [index for index, k in enumerate(keep) if k]  # positions among all parameters
+        self._frozen = [p for p in everything if not p.requires_grad]
+        lower, upper = _flat_bounds(bounds, everything, keep)
         self._params = params
+        self._settings = self._group_settings()
         self._flat = torch.cat([p.detach().reshape(-1) for p in params])
         self._views = self._rebind(self._flat)
+        self._pointers = [p.data_ptr() for p in params]
 
         anchor_z = None
         if init == "proximity" and anchor == "weights":
             anchor_z = torch.empty_like(self._flat)
-            for x, z_part, low, high in zip(self._split(self._flat), self._split(anchor_z), lower, upper):
-                torch.sub(x, low, out=z_part).div_(high - low)
-            outside = int(((anchor_z < 0) | (anchor_z > 1)).sum())
+            outside = _unit_anchor(self._split(self._flat), self._split(anchor_z), lower, upper)
             if outside:
                 warnings.warn(f"{outside} of {self._flat.numel()} weights lie outside EvE's bounds and were "
                               "clamped into them for the population; pass bounds= to keep them", stacklevel=2)
-            anchor_z.clamp_(0.0, 1.0)
         self._init_generator, step_generator = make_generators(seed, self._flat.device)
         z = initial_population(init, population_size, self._flat.numel(), self._init_generator,
                                sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype, device=self._flat.device)
+        trainable = set(map(id, params))
+        groups = [sum(p.numel() for p in group["params"] if id(p) in trainable) for group in self.param_groups]
         self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat,
-                                      segments=[p.numel() for p in params])
+                                      segments=[p.numel() for p in params], groups=groups)
+        self._population.group_settings = list(self._settings)
+        self._lower, self._upper = lower, upper
         # The fallback's gradients go into the child's buffer (free during a burst; see Population.scratch).
         self._grad_views = [g.view_as(p) for g, p in zip(self._split(self._population.scratch), params)]
         # The module keeps its exact weights until the first step writes the best member into it.
+        self._initial_holds = "anchor" if anchor_z is not None else "free"
+        self._holds = self._initial_holds
+        self._reanchors = 0
+        self._last_reanchor = -2
+        self._warned_repeated_reanchor = False
+        self._built = True
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Refused once EvE is built: its population is one vector over the parameters it was built
+        with (construction itself adds its groups here, as ``torch.optim.Optimizer`` does)."""
+        if getattr(self, "_built", False):
+            raise ValueError("EvE cannot add a parameter group after construction (its population is one vector "
+                             "over the parameters it was built with); pass every group to EvE(...)")
+        super().add_param_group(param_group)
 
     def _split(self, flat: torch.Tensor) -> list[torch.Tensor]:
         return list(flat.split([p.numel() for p in self._params]))
@@ -226,6 +322,7 @@ class EvE(torch.optim.Optimizer):
     def _load_best(self) -> None:
         population = self._population
         population.to_real(population.z[population.best_index], out=self._flat)
+        self._holds = "best"
 
     @property
     def population(self) -> Population:
@@ -237,35 +334,137 @@ class EvE(torch.optim.Optimizer):
         """The lowest recorded value in the population (+inf before the first step)."""
         return self._population.best_value
 
+    @property
+    def reanchors(self) -> int:
+        """How many times a step found weights changed outside ``step`` and re-anchored the population."""
+        return self._reanchors
+
+    def _group_settings(self) -> list[tuple[float, float]]:
+        settings = [(group["lr"], group["weight_decay"]) for group in self.param_groups]
+        for index, (lr, weight_decay) in enumerate(settings):
+            try:
+                check_hyperparameters(replace(self._hyper, lr=lr, weight_decay=weight_decay))
+            except ValueError as error:
+                if len(settings) == 1:
+                    raise
+                raise ValueError(f"param group {index}: {error}") from None
+        return settings
+
     def _sync_hyperparameters(self) -> None:
         # Learning-rate schedulers and users edit param_groups; the population reads its copy.
-        group = self.param_groups[0]
-        if group["lr"] != self._hyper.lr or group["weight_decay"] != self._hyper.weight_decay:
-            self._hyper = replace(self._hyper, lr=group["lr"], weight_decay=group["weight_decay"])
-            check_hyperparameters(self._hyper)
+        settings = [(group["lr"], group["weight_decay"]) for group in self.param_groups]
+        if settings != self._settings:
+            self._settings = self._group_settings()
+            lr, weight_decay = settings[0]
+            self._hyper = replace(self._hyper, lr=lr, weight_decay=weight_decay)
             self._population.hyper = self._hyper
+            self._population.group_settings = list(settings)
+
+    def _check_weights(self) -> None:
+        """Make the next iteration start from the module's weights: re-bind parameters whose storage was
+        replaced (``p.data = ...``), refuse what cannot be continued, and re-anchor the population when
+        the weights are not what EvE left there (see the class docstring)."""
+        for k, (p, pointer) in enumerate(zip(self._params, self._pointers)):
+            if p.data_ptr() != pointer:
+                self._adopt(k)
+            if not p.requires_grad:
+                raise ValueError(f"parameter {self._indices[k]} was frozen (requires_grad=False) after EvE was "
+                                 "built; EvE evolves the parameters trainable at construction: build a new EvE")
+        for p in self._frozen:
+            if p.requires_grad:
+                raise ValueError("a parameter that was frozen (requires_grad=False) when EvE was built now requires "
+                                 "grad; EvE evolves the parameters trainable at construction: build a new EvE")
+        if self._weights_changed():
+            self._reanchor()
+
+    def _weights_changed(self) -> bool:
+        """Whether the module's weights differ, bit for bit, from what EvE left there (O(n), no allocation)."""
+        population = self._population
+        reference = population.scratch  # the child's buffer: free between steps
+        if self._holds == "best":
+            population.to_real(population.z[population.best_index], out=reference)
+            return not _same_bits(reference, self._flat)
+        if self._holds == "anchor":
+            population.to_unit(self._flat, out=reference)
+            return not _same_bits(reference, population.z[0])
+        return False
+
+    def _adopt(self, k: int) -> None:
+        """Parameter k no longer views the flat buffer (``p.data`` was replaced): copy its new value in
+        and view it again, or refuse a new dtype, device or shape in one line."""
+        p, view = self._params[k], self._views[k]
+        index = self._indices[k]
+        if p.dtype != view.dtype or p.device != view.device:
+            raise ValueError(f"parameter {index} is now {p.dtype} on {p.device}, but EvE was built for {view.dtype} "
+                             f"on {view.device}; move or cast the model (model.to(...)) before building EvE")
+        if p.shape != view.shape:
+            raise ValueError(f"parameter {index} changed shape from {tuple(view.shape)} to {tuple(p.shape)} after "
+                             "EvE was built; build a new EvE")
+        view.copy_(p.detach())
+        p.data = view
+        self._pointers[k] = p.data_ptr()
+
+    def _reanchor(self) -> None:
+        """Initialize the population afresh around the module's current weights (proximity, Equation 1)."""
+        population = self._population
+        anchor = population.scratch
+        outside = _unit_anchor(self._split(self._flat), self._split(anchor), self._lower, self._upper)
+        z = initial_population("proximity", population.size, anchor.numel(), self._init_generator,
+                               sigma=self._hyper.sigma, anchor=anchor, dtype=anchor.dtype, device=anchor.device)
+        population.restart(z)
+        self._holds = "anchor"
+        self._reanchors += 1
+        if outside:
+            warnings.warn(f"{outside} of {anchor.numel()} weights lie outside EvE's bounds and were clamped into "
+                          "them for the re-anchored population; pass bounds= to keep them", stacklevel=3)
+        if population.iteration - self._last_reanchor <= 1 and not self._warned_repeated_reanchor:
+            self._warned_repeated_reanchor = True
+            warnings.warn("EvE re-anchored its population at two consecutive steps: something changes the weights "
+                          "between steps (a weight clamp or copy?), and each change restarts the population; "
+                          "make such changes inside the closure's computation or only before a restart",
+                          stacklevel=3)
+        self._last_reanchor = population.iteration
 
     @torch.no_grad()
-    def step(self, closure: Callable[[], Any]) -> float:  # type: ignore[override]
-        """Run one EvE iteration on the closure's batch; return the best recorded value."""
+    def step(self, closure: Callable[[], Any] | None = None) -> float:  # type: ignore[override]
+        """Run one EvE iteration on the closure's batch; return the best recorded value.
+
+        Args:
+            closure: returns the loss of the module's current weights on this step's batch, without
+                calling ``zero_grad`` or ``backward`` (see the class docstring).
+
+        Returns:
+            The lowest value in the population after the iteration.
+        """
         if closure is None or not callable(closure):
-            raise TypeError("EvE.step needs a closure that returns the loss on this iteration's batch "
-                            "(like torch.optim.LBFGS, but without calling backward)")
+            raise TypeError("EvE.step needs a closure that returns the loss on this iteration's batch, e.g. "
+                            "opt.step(lambda: loss_fn(model(x), y)) (like torch.optim.LBFGS, but without "
+                            "zero_grad() or backward(): EvE computes the gradients it needs)")
         self._sync_hyperparameters()
+        self._check_weights()
+        evaluator = _ModuleEvaluator(self, closure)
         try:
-            self._population.iterate(_ModuleEvaluator(self, closure))
+            self._population.iterate(evaluator)
         finally:
             # The gradient views alias the child's buffer: never leave them on the parameters, where the
             # next iteration's child would show through.
             for p, g in zip(self._params, self._grad_views):
                 if p.grad is g:
                     p.grad = None
-        self._load_best()
+            if evaluator.touched:  # even after an error, the module holds the best member
+                self._load_best()
         return self._population.best_value
 
     def state_dict(self) -> dict[str, Any]:
+        # "weights_changed": the module's weights were changed outside step() since the last step, so
+        # the next step re-anchors around them; a resumed run (model loaded with this state) does too.
         self.state["eve"] = {**self._population.state_dict(),
-                             "init_generator": self._init_generator.get_state()}
+                             "init_generator": self._init_generator.get_state(),
+                             "holds": self._holds,
+                             "weights_changed": (any(p.data_ptr() != pointer for p, pointer in
+                                                     zip(self._params, self._pointers))
+                                                 or self._weights_changed()),
+                             "reanchors": self._reanchors}
         return super().state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -275,21 +474,58 @@ class EvE(torch.optim.Optimizer):
         saved = self.state["eve"]
         self._population.load_state_dict(saved)
         self._init_generator.set_state(saved["init_generator"])
+        self._reanchors = int(saved.get("reanchors", 0))
+        holds = saved.get("holds")
+        if holds not in _HOLDS:  # saved before "holds" existed
+            holds = "best" if self._population.scored else self._initial_holds
         self.state["eve"] = {}  # the live tensors are the population's; state_dict() refreshes this
         self._sync_hyperparameters()
-        if self._population.scored:  # before the first step the module keeps its own exact weights
+        self._holds = holds
+        # The module gets the best member unless the saved module held weights changed outside step():
+        # those come with the model's own state, and the next step re-anchors around them. Before the
+        # first step the module keeps its own exact weights.
+        if holds == "best" and not saved.get("weights_changed", False):
             self._load_best()
 
 
-class _ModuleEvaluator:
-    """Scores candidates by writing them into the module's flat buffer and calling the closure."""
+def _unit_anchor(weights: list[torch.Tensor], out: list[torch.Tensor], lower: list[torch.Tensor],
+                 upper: list[torch.Tensor]) -> int:
+    """Map the weights into the unit cube (per tensor) into ``out``, clamped; return how many lay outside."""
+    for x, z_part, low, high in zip(weights, out, lower, upper):
+        torch.sub(x, low, out=z_part).div_(high - low)
+    outside = sum(int(((z < 0) | (z > 1)).sum()) for z in out)
+    for z in out:
+        z.clamp_(0.0, 1.0)
+    return outside
 
-    __slots__ = ("_closure", "_meter", "_opt")
+
+class _ModuleEvaluator:
+    """Scores candidates by writing them into the module's flat buffer and calling the closure.
+
+    Every call of the closure in one step starts from the global random state the step began with
+    (common random numbers for dropout and anything else the closure draws); ``touched`` says
+    whether the flat buffer was written.
+    """
+
+    __slots__ = ("_calls", "_closure", "_cpu_rng", "_cuda_rng", "_device", "_meter", "_opt", "touched")
 
     def __init__(self, opt: EvE, closure: Callable[[], Any]) -> None:
         self._opt = opt
         self._closure = closure
         self._meter = opt.meter
+        self.touched = False
+        self._calls = 0
+        self._device = opt._flat.device
+        self._cpu_rng = torch.get_rng_state()
+        self._cuda_rng = torch.cuda.get_rng_state(self._device) if self._device.type == "cuda" else None
+
+    def _call(self, graph: bool) -> Any:
+        if self._calls:
+            torch.set_rng_state(self._cpu_rng)
+            if self._cuda_rng is not None:
+                torch.cuda.set_rng_state(self._cuda_rng, self._device)
+        self._calls += 1
+        return charged_forward(self._closure, self._meter, graph=graph)
 
     def exhausted(self) -> bool:
         return self._meter is not None and self._meter.exhausted
@@ -298,16 +534,18 @@ class _ModuleEvaluator:
         opt = self._opt
         values = []
         for row in rows:
+            self.touched = True
             opt._population.to_real(row, out=opt._flat)
-            values.append(loss_value(charged_forward(self._closure, self._meter, graph=False)))
+            values.append(loss_value(self._call(graph=False)))
         return values
 
     def score_work(self) -> float:
         # The work point is the flat parameter buffer: the module already holds it.
-        return loss_value(charged_forward(self._closure, self._meter, graph=False))
+        return loss_value(self._call(graph=False))
 
     def gradient(self, x: torch.Tensor) -> tuple[float, torch.Tensor]:
         opt = self._opt
+        self.touched = True
         if x is not opt._flat:  # the population's work point is the flat parameter buffer itself
             opt._flat.copy_(x)
         # zero_grad(set_to_none=True) elsewhere may have dropped our gradient views; restore them.
@@ -316,7 +554,12 @@ class _ModuleEvaluator:
                 p.grad = g
         gradient = opt._population.scratch  # the child's buffer: free during the burst
         gradient.zero_()
-        loss = charged_forward(self._closure, self._meter, graph=True)
+        loss = self._call(graph=True)
         value = loss_value(loss)
         charged_backward(loss, self._meter)
+        for p, g in zip(opt._params, opt._grad_views):
+            if p.grad is not g:  # the closure called zero_grad(set_to_none=True): take what backward left
+                if p.grad is not None:
+                    g.copy_(p.grad.to_dense() if p.grad.is_sparse else p.grad)
+                p.grad = g
         return value, gradient

@@ -100,7 +100,9 @@ class Population:
     a vector of that segment's length. Values start at +inf and are filled by the first iteration,
     which scores every slot on the first batch (line 2 of Algorithm 1); from then on, when
     ``refresh`` is true (a minibatch objective), the challenged slot is re-scored on each new batch
-    first (line 6).
+    first (line 6). ``groups`` (contiguous lengths summing to n) splits the Adam fallback into
+    parameter groups, each stepping with its own (lr, weight_decay) from ``group_settings``, as
+    ``torch.optim.Adam`` steps its groups; DE and selection see one vector.
 
     Storage: the population (4n), the per-slot moments (8n) and the child (n); the mutant (n) only
     when polynomial mutation is on. The child is dead once the Adam fallback starts (only its value
@@ -111,7 +113,7 @@ class Population:
     def __init__(self, z: torch.Tensor, lower: torch.Tensor | list[torch.Tensor],
                  upper: torch.Tensor | list[torch.Tensor], hyper: EvEHyperparameters,
                  step_generator: torch.Generator, *, refresh: bool, work: torch.Tensor,
-                 segments: list[int] | None = None) -> None:
+                 segments: list[int] | None = None, groups: list[int] | None = None) -> None:
         size, n = z.shape
         self.z = z
         if segments is None:
@@ -142,6 +144,14 @@ class Population:
         # only while polynomial mutation is on (allocated at its first use).
         self._child = torch.empty(n, dtype=z.dtype, device=z.device)
         self._mutant: torch.Tensor | None = None
+        # Parameter groups of the fallback (contiguous lengths summing to n), each with its own
+        # (lr, weight_decay) in ``group_settings``; one group uses ``hyper``'s lr and weight decay.
+        groups = [n] if groups is None else [int(g) for g in groups]
+        if sum(groups) != n or any(g < 0 for g in groups):
+            raise ValueError(f"Invalid groups: lengths {groups} do not split vectors of {n} values")
+        self.groups = groups
+        self.group_settings: list[tuple[float, float]] = [(hyper.lr, hyper.weight_decay)] * len(groups)
+        self._group_step = torch.zeros((), dtype=torch.float32, device=z.device) if len(groups) > 1 else None
 
     @property
     def size(self) -> int:
@@ -277,10 +287,13 @@ class Population:
             if value is not None and not math.isfinite(value):
                 self._heal_moments(i)
                 break
-            adam(params=[work], grads=[grad], exp_avgs=[self.exp_avg[i]], exp_avg_sqs=[self.exp_avg_sq[i]],
-                 max_exp_avg_sqs=[], state_steps=[self.adam_steps[i]], fused=self._fused, foreach=False,
-                 amsgrad=False, beta1=h.betas[0], beta2=h.betas[1], lr=h.lr, weight_decay=h.weight_decay,
-                 eps=h.eps, maximize=False)
+            if self._group_step is None:
+                adam(params=[work], grads=[grad], exp_avgs=[self.exp_avg[i]], exp_avg_sqs=[self.exp_avg_sq[i]],
+                     max_exp_avg_sqs=[], state_steps=[self.adam_steps[i]], fused=self._fused, foreach=False,
+                     amsgrad=False, beta1=h.betas[0], beta2=h.betas[1], lr=h.lr, weight_decay=h.weight_decay,
+                     eps=h.eps, maximize=False)
+            else:
+                self._grouped_adam(i, grad)
             self.clamp_to_box(work)
             steps_taken += 1
         if steps_taken == 0:
@@ -291,6 +304,35 @@ class Population:
         if value == math.inf:
             self._heal_moments(i)
         return value
+
+    def _grouped_adam(self, i: int, grad: torch.Tensor) -> None:
+        """One Adam step of slot i with each parameter group's own lr and weight decay (like
+        ``torch.optim.Adam`` with several groups): the groups share the slot's step count t."""
+        h, step = self.hyper, self._group_step
+        parts = zip(self.work.split(self.groups), grad.split(self.groups), self.exp_avg[i].split(self.groups),
+                    self.exp_avg_sq[i].split(self.groups), self.group_settings)
+        for work, g, m, v, (lr, weight_decay) in parts:
+            if work.numel() == 0:
+                continue
+            step.copy_(self.adam_steps[i])  # every group takes step t + 1 from the same t
+            adam(params=[work], grads=[g], exp_avgs=[m], exp_avg_sqs=[v], max_exp_avg_sqs=[], state_steps=[step],
+                 fused=self._fused, foreach=False, amsgrad=False, beta1=h.betas[0], beta2=h.betas[1], lr=lr,
+                 weight_decay=weight_decay, eps=h.eps, maximize=False)
+        self.adam_steps[i].add_(1)
+
+    def restart(self, z: torch.Tensor) -> None:
+        """Start the population afresh from the slots ``z`` (unit cube): values +inf (the next
+        iteration scores every slot on its batch, Algorithm 1, line 2) and every slot's Adam moments
+        zero (a new trajectory). The iteration counter and the step generator run on."""
+        if tuple(z.shape) != tuple(self.z.shape):
+            raise ValueError(f"population shape {tuple(z.shape)} does not match {tuple(self.z.shape)}")
+        self.z.copy_(z)
+        self.values = [math.inf] * self.size
+        self.scored = False
+        self.exp_avg.zero_()
+        self.exp_avg_sq.zero_()
+        for step in self.adam_steps:
+            step.zero_()
 
     def _heal_moments(self, i: int) -> None:
         """Restart slot i's Adam moments if a non-finite gradient reached them.
