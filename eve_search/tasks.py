@@ -39,6 +39,7 @@ __all__ = [
     "Config",
     "Splits",
     "Task",
+    "check_batch_size",
     "classification_metrics",
     "cross_entropy_loss",
     "get_task",
@@ -132,10 +133,17 @@ class Task:
                 raise TypeError(f"Invalid {name}: {getattr(self, name)!r} (expected a callable)")
 
     def data(self, data_dir: str | os.PathLike | None = None) -> Splits:
-        """The task's splits from ``data_dir`` (None: its default data), loaded once per process."""
+        """The task's splits from ``data_dir`` (None: its default data), loaded once per process.
+
+        Raises ValueError when the training split has fewer rows than one minibatch (``batch_size``):
+        no trial could draw a batch from it.
+        """
         key = None if data_dir is None else Path(data_dir).resolve()
         if key not in self._cache:
-            self._cache[key] = self.load_data(key)
+            splits = self.load_data(key)
+            check_batch_size(splits, self.batch_size, "the task's default data" if key is None else key,
+                             task=self.name)
+            self._cache[key] = splits
         return self._cache[key]
 
     def __getstate__(self) -> dict[str, Any]:
@@ -160,6 +168,28 @@ class Task:
             raise ValueError(f"task {self.name!r}: metrics returned {sorted(values)} without its metric "
                              f"{self.metric!r}")
         return values
+
+
+def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *, task: str | None = None,
+                     hint: str = "") -> None:
+    """Raise a one-line ValueError when ``data`` has fewer training rows than ``batch_size``.
+
+    Args:
+        data: the loaded splits.
+        batch_size: the task's minibatch size.
+        source: the data set's path (or words for it), for the message.
+        task: the task's name, for the message.
+        hint: what to do instead, for the message (default: a larger data set or a smaller batch size).
+    """
+    rows = int(data.x_train.shape[0])
+    if rows >= batch_size:
+        return
+    where = f"at {source}" if isinstance(source, Path) else str(source)
+    prefix = f"task {task!r}: " if task else ""
+    raise ValueError(f"{prefix}the data set {where} has only {rows} training rows, so batch size {batch_size} cannot "
+                     f"be used (every minibatch takes {batch_size} rows): "
+                     + (hint or f"give a data set with at least {batch_size} training rows, or use a task with a "
+                                "smaller batch_size"))
 
 
 _TASKS: dict[str, Task] = {}

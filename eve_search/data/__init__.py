@@ -10,6 +10,7 @@ from eve_search.data._adult import (
 from eve_search.data._idx import (
     FASHION_MNIST_DIR,
     IDX_FILES,
+    IDX_MAX_BYTES,
     KNOWN_IDX_DATASETS,
     IdxData,
     IdxError,
@@ -23,6 +24,7 @@ __all__ = [
     "ADULT_SHA256",
     "FASHION_MNIST_DIR",
     "IDX_FILES",
+    "IDX_MAX_BYTES",
     "KNOWN_IDX_DATASETS",
     "AdultDataError",
     "AdultSplits",

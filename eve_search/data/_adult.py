@@ -17,11 +17,9 @@ This gives 5 numeric + 102 one-hot = 107 features.
 from __future__ import annotations
 
 import functools
-import gzip
 import hashlib
 import io
 import os
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -31,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from eve_search.data._files import DataFile
 from eve_search.tasks import Splits
 
 if TYPE_CHECKING:  # pandas is imported where CSV is parsed, so importing this module stays cheap
@@ -51,6 +50,8 @@ ADULT_SHA256: Mapping[str, str] = {
     "adult.data": "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d",
     "adult.test": "a2a9044bc167a35b2361efbabec64e89d69ce82d9790d2980119aac5fd7e9c05",
 }
+# Their sizes in bytes: the most a loader reads from either file (only the official bytes can match).
+ADULT_SIZES: Mapping[str, int] = {"adult.data": 3_974_305, "adult.test": 2_003_153}
 
 
 class AdultDataError(ValueError):
@@ -74,20 +75,25 @@ def bundled_adult_dir() -> Path:
 
 
 def _read_verified(directory: Path, name: str) -> bytes:
-    """The decompressed bytes of ``name`` (.gz preferred), after checking their sha256."""
+    """The decompressed bytes of ``name`` (.gz preferred), after checking their size and sha256.
+
+    The content is streamed and hashed as it arrives, and refused as soon as it passes the official
+    file's size (``ADULT_SIZES``): a file that could not match the checksum is never inflated further.
+    """
     compressed, plain = directory / f"{name}.gz", directory / name
-    if compressed.exists():
+    if os.path.lexists(compressed):
         path = compressed
-        try:
-            content = gzip.decompress(path.read_bytes())
-        except (OSError, EOFError, zlib.error) as error:
-            raise AdultDataError(f"{path}: is not a valid gzip file ({error})") from None
-    elif plain.exists():
+    elif os.path.lexists(plain):
         path = plain
-        content = path.read_bytes()
     else:
         raise AdultDataError(f"data_dir {str(directory)!r}: neither {name}.gz nor {name} found (expected the "
                              "official UCI Adult files)")
+    size = ADULT_SIZES[name]
+    with DataFile(path, AdultDataError, gzip_data=path is compressed, bad_gzip="is not a valid gzip file",
+                  expected=f"the UCI Adult file {name}") as handle:
+        content = handle.read_all(size, lambda: (
+            f"{'decompresses to' if handle.compressed else 'holds'} more than {size:,} bytes, the size of the "
+            f"official {name} (refused without reading further; the file is corrupt or not the UCI Adult release)"))
     digest = hashlib.sha256(content).hexdigest()
     if digest != ADULT_SHA256[name]:
         raise AdultDataError(f"{path}: sha256 {digest[:12]}... does not match the official file (expected "

@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
@@ -40,14 +41,39 @@ def cache_folder() -> Path:
     return Path(base) / "eve-search"
 
 
+# The most an entry's arrays may hold, as its zip directory declares them (the reader never inflates a
+# member past its declared size): far above any dataset cached here (UCI Adult's arrays are 22 MB).
+CACHE_MAX_BYTES = 1 << 30
+
+
 def _read(path: Path, names: Sequence[str]) -> dict[str, np.ndarray] | None:
+    """The entry's arrays, or None (recompute) when it is missing, not a regular file (a named pipe
+    is never waited on), corrupt, foreign, or declares more than ``CACHE_MAX_BYTES``."""
     try:
-        with np.load(path, allow_pickle=False) as entry:
-            if set(entry.files) != set(names):
-                return None
-            return {name: entry[name] for name in names}
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            return None
+        os.set_blocking(fd, True)
+        handle = os.fdopen(fd, "rb")
+    except OSError:
+        os.close(fd)
+        return None
+    try:
+        with handle:
+            with zipfile.ZipFile(handle) as archive:
+                if sum(member.file_size for member in archive.infolist()) > CACHE_MAX_BYTES:
+                    return None
+            handle.seek(0)
+            with np.load(handle, allow_pickle=False) as entry:
+                if set(entry.files) != set(names):
+                    return None
+                return {name: entry[name] for name in names}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
-        return None  # missing, truncated, corrupt or foreign: recompute
+        return None  # truncated, corrupt or foreign: recompute
 
 
 def _write(path: Path, arrays: dict[str, np.ndarray]) -> None:

@@ -12,10 +12,9 @@ never by the folder's name: Fashion-MNIST uses MNIST's file names, so only the b
 
 from __future__ import annotations
 
-import gzip
 import hashlib
+import math
 import os
-import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +22,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from eve_search.data._files import DataFile, format_size
 from eve_search.tasks import Splits
 
 __all__ = [
     "FASHION_MNIST_DIR",
     "IDX_FILES",
+    "IDX_MAX_BYTES",
     "KNOWN_IDX_DATASETS",
     "IdxData",
     "IdxError",
@@ -86,43 +87,71 @@ class IdxError(ValueError):
     """A missing, unreadable, truncated or malformed IDX file (one line: the file and the problem)."""
 
 
-def _read_file(path: Path) -> tuple[bytes, bytes]:
-    """(the file's bytes, its decompressed content): gzip is recognised by its magic bytes."""
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise IdxError(f"{path}: cannot read ({error.strerror or error})") from None
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            return raw, gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as error:
-            raise IdxError(f"{path}: corrupt or truncated gzip data ({error})") from None
-    return raw, raw
+# The most data one IDX header may announce: 1 GiB, about 23 times MNIST's largest file (47 MB of
+# training images) and twice EMNIST's. A header announcing more is corrupt or hostile; it is refused
+# before a byte of data is read, so a small file cannot make the reader reserve gigabytes.
+IDX_MAX_BYTES = 1 << 30
 
 
-def _parse(path: Path, raw: bytes) -> np.ndarray:
-    if len(raw) < 4:
-        raise IdxError(f"{path}: truncated: {len(raw)} bytes, shorter than the 4-byte IDX magic number")
-    zero, type_byte, ndim = raw[:2], raw[2], raw[3]
-    if zero != b"\x00\x00" or type_byte not in _IDX_TYPES or ndim == 0:
-        raise IdxError(f"{path}: bad magic number 0x{raw[:4].hex()} (expected 0x0000TTDD: two zero bytes, a type "
-                       f"byte in {{{', '.join(f'0x{t:02x}' for t in _IDX_TYPES)}}}, a dimension count >= 1)")
-    header = 4 + 4 * ndim
-    if len(raw) < header:
-        raise IdxError(f"{path}: truncated header: {len(raw)} bytes, {header} needed for {ndim} dimension sizes")
-    shape = tuple(int.from_bytes(raw[4 + 4 * k: 8 + 4 * k], "big") for k in range(ndim))
-    dtype = np.dtype(_IDX_TYPES[type_byte])
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if len(raw) < expected:
-        raise IdxError(f"{path}: truncated: {len(raw)} bytes, but its header announces shape {shape} "
-                       f"({expected} bytes)")
-    if len(raw) > expected:
-        raise IdxError(f"{path}: {len(raw) - expected} bytes after the data its header announces (shape {shape})")
-    return np.frombuffer(raw, dtype=dtype, count=(expected - header) // dtype.itemsize, offset=header).reshape(shape)
+def _read(path: Path, *, checksums: bool = False) -> tuple[np.ndarray, str | None, str | None]:
+    """(array in the file's byte order, read-only; sha256 of the content; md5 of the .gz file), reading
+    exactly what the header announces, streamed: never more than the header's size plus one byte is
+    decompressed, and a plain file's size is checked against the header before its data is read."""
+    content_digest = hashlib.sha256() if checksums else None
+    raw_digest = hashlib.md5(usedforsecurity=False) if checksums else None
+    with DataFile(path, IdxError, raw_digest=raw_digest, expected="an IDX file") as handle:
+        magic = handle.read(4)
+        if len(magic) < 4:
+            raise handle.fail(f"truncated: {len(magic)} bytes, shorter than the 4-byte IDX magic number")
+        zero, type_byte, ndim = magic[:2], magic[2], magic[3]
+        if zero != b"\x00\x00" or type_byte not in _IDX_TYPES or ndim == 0:
+            raise handle.fail(f"bad magic number 0x{magic.hex()} (expected 0x0000TTDD: two zero bytes, a type byte "
+                              f"in {{{', '.join(f'0x{t:02x}' for t in _IDX_TYPES)}}}, a dimension count >= 1)")
+        header = 4 + 4 * ndim
+        sizes = handle.read(4 * ndim)
+        if len(sizes) < 4 * ndim:
+            raise handle.fail(f"truncated header: {4 + len(sizes)} bytes, {header} needed for {ndim} dimension sizes")
+        shape = tuple(int.from_bytes(sizes[4 * k: 4 * k + 4], "big") for k in range(ndim))
+        if 0 in shape:
+            raise handle.fail(f"header announces shape {shape} (expected every dimension size >= 1)")
+        dtype = np.dtype(_IDX_TYPES[type_byte])
+        count = math.prod(shape)
+        data_bytes = count * dtype.itemsize
+        if data_bytes > IDX_MAX_BYTES:
+            amount = f"{data_bytes:,}" if data_bytes < 10**12 else f"about 10^{int(math.log10(data_bytes))}"
+            raise handle.fail(f"header announces shape {shape}, {amount} bytes of data (expected at most "
+                              f"{format_size(IDX_MAX_BYTES)}, the IDX reader's limit; the header is corrupt)")
+        expected = header + data_bytes
+        if not handle.compressed and handle.size != expected:
+            if handle.size < expected:
+                raise handle.fail(f"truncated: {handle.size} bytes, but its header announces shape {shape} "
+                                  f"({expected} bytes)")
+            raise handle.fail(f"{handle.size - expected} bytes after the data its header announces (shape {shape})")
+        if content_digest is not None:
+            content_digest.update(magic + sizes)
+        array = np.empty(count, dtype=dtype)  # pages are only committed as data arrives
+        got = handle.readinto(memoryview(array).cast("B"),
+                              None if content_digest is None else content_digest.update)
+        if got < data_bytes:
+            raise handle.fail(f"truncated: {header + got} bytes{' decompressed' if handle.compressed else ''}, but "
+                              f"its header announces shape {shape} ({expected} bytes)")
+        if not handle.at_end():
+            raise handle.fail(f"data after the {expected} bytes its header announces (shape {shape}; expected the "
+                              "file to end there)")
+        if raw_digest is not None and handle.compressed:
+            handle.drain_raw()
+    array = array.reshape(shape)
+    array.flags.writeable = False
+    return (array, None if content_digest is None else content_digest.hexdigest(),
+            raw_digest.hexdigest() if raw_digest is not None and handle.compressed else None)
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """The array stored in one IDX file (gzipped or not), in native byte order, read-only.
+
+    The data is streamed: the header is checked first (magic number, element type, every dimension
+    size >= 1, at most ``IDX_MAX_BYTES`` of data), then exactly the announced bytes are read, and the
+    file must end there. Any problem raises :class:`IdxError`, one line naming the file.
 
     Example:
         >>> import tempfile, pathlib
@@ -132,15 +161,21 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         [7, 2, 9]
     """
     path = Path(path)
-    array = _parse(path, _read_file(path)[1])
-    return array.astype(array.dtype.newbyteorder("="), copy=False)
+    array = _read(path)[0]
+    native = array.astype(array.dtype.newbyteorder("="), copy=False)
+    native.flags.writeable = False
+    return native
 
 
 def _find(directory: Path, role: str) -> Path:
     name = IDX_FILES[role]
-    for candidate in (directory / name, directory / f"{name}.gz"):
+    candidates = (directory / name, directory / f"{name}.gz")
+    for candidate in candidates:
         if candidate.is_file():
             return candidate
+    for candidate in candidates:
+        if os.path.lexists(candidate):
+            return candidate  # a directory, device, pipe or broken link: the reader names what it is
     raise IdxError(f"{directory / name}: not found (nor {name}.gz); an MNIST-format folder holds "
                    f"{', '.join(IDX_FILES.values())} (each optionally .gz)")
 
@@ -189,11 +224,9 @@ def read_idx_dataset(directory: str | os.PathLike) -> IdxData:
     arrays, digests, md5s = {}, {}, {}
     for role in IDX_FILES:
         path = _find(directory, role)
-        raw, content = _read_file(path)
-        array = _parse(path, content)
-        digests[role] = hashlib.sha256(content).hexdigest()
-        if raw is not content:
-            md5s[role] = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+        array, digests[role], md5 = _read(path, checksums=True)
+        if md5 is not None:
+            md5s[role] = md5
         want_ndim = 3 if role.endswith("images") else 1
         if array.ndim != want_ndim or array.dtype != np.dtype(">u1"):
             raise IdxError(f"{path}: {array.ndim}-dimensional {array.dtype.str} data (expected "

@@ -25,9 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from eve_search.data._files import DataFile, format_size
+
 __all__ = [
     "DEFAULT_COUNT",
     "DEFAULT_SEED",
+    "INSTRUCTIONS_MAX_BYTES",
+    "INSTRUCTIONS_MAX_RECORDS",
+    "RECORD_MAX_BYTES",
     "InstructionDataError",
     "bundled_instructions_path",
     "generate_instructions",
@@ -129,32 +134,165 @@ class InstructionDataError(ValueError):
     """An instruction file is missing, unreadable or not made of instruction records."""
 
 
+# Limits on an instruction file (a file past one is refused with one line, before it is parsed further):
+# * INSTRUCTIONS_MAX_BYTES, the file: 128 MiB, about 6 times Alpaca's alpaca_data.json (22 MB);
+# * INSTRUCTIONS_MAX_RECORDS: 100,000 records, about twice Alpaca's 52,002 (every record becomes a padded
+#   row of up to --max-length tokens: 100,000 rows of 512 tokens are 0.8 GB of inputs and targets);
+# * RECORD_MAX_BYTES, one record (a JSON line or an element of the list): 1 MiB, far more text than
+#   the 512-token cap keeps, and it keeps the tokenizer away from pathological inputs.
+INSTRUCTIONS_MAX_BYTES = 128 << 20
+INSTRUCTIONS_MAX_RECORDS = 100_000
+RECORD_MAX_BYTES = 1 << 20
+_EXPECTED = "JSON lines or a JSON list of records with string 'instruction' and 'output' (and optionally 'input')"
+_WHITESPACE = " \t\n\r"
+
+
+def _kind(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _problem(value: object) -> str | None:
+    """What is wrong with one record (None: nothing)."""
+    if not isinstance(value, dict):
+        return f"is {_kind(value)} (expected an object with string 'instruction' and 'output' and optionally 'input')"
+    for key in ("instruction", "output", "input"):
+        if key not in value:
+            if key == "input":
+                continue
+            return f"needs string 'instruction' and 'output' fields (and optionally 'input'); it has no {key!r}"
+        if not isinstance(value[key], str):
+            return (f"needs string 'instruction' and 'output' fields (and optionally 'input'); its {key!r} is "
+                    f"{_kind(value[key])}")
+        if not value[key].isascii():
+            try:
+                value[key].encode("utf-8")
+            except UnicodeEncodeError:
+                return f"has an unpaired surrogate escape (such as \\ud800) in its {key!r} (expected text)"
+    return None
+
+
+def _too_many(fail: Callable[[str], InstructionDataError]) -> InstructionDataError:
+    return fail(f"holds more than {INSTRUCTIONS_MAX_RECORDS:,} records (expected at most that many, the instruction "
+                "loader's limit; use a subset)")
+
+
+def _json_lines(content: bytes, fail: Callable[[str], InstructionDataError]) -> list[Record]:
+    records: list[Record] = []
+    for number, line in enumerate(content.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"record {len(records)} (line {number})"
+        if len(line) > RECORD_MAX_BYTES:
+            raise fail(f"{where} is {len(line):,} bytes (expected at most {format_size(RECORD_MAX_BYTES)} per "
+                       "record)")
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise fail(f"line {number} is not UTF-8 text (byte 0x{line[error.start]:02x} at column "
+                       f"{error.start + 1}; expected {_EXPECTED})") from None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise fail(f"line {number} is not JSON lines or a JSON list ({error.msg} at column {error.colno}; "
+                       f"expected {_EXPECTED})") from None
+        except RecursionError:
+            raise fail(f"line {number} nests JSON too deeply to parse (expected one flat record per line)") from None
+        if len(records) == INSTRUCTIONS_MAX_RECORDS:
+            raise _too_many(fail)
+        problem = _problem(value)
+        if problem is not None:
+            raise fail(f"{where} {problem}")
+        records.append(value)
+    return records
+
+
+def _json_list(text: str, fail: Callable[[str], InstructionDataError]) -> list[Record]:
+    """The elements of a JSON list, decoded one at a time (each checked, and counted against the limits,
+    as soon as it is read)."""
+    decoder = json.JSONDecoder()
+    records: list[Record] = []
+
+    def line(position: int) -> int:  # only counted for a message
+        return text.count("\n", 0, position) + 1
+
+    def where() -> str:  # the record starting at ``position``
+        return f"record {len(records)} (line {line(position)})"
+
+    position = text.index("[") + 1
+    while True:
+        while position < len(text) and text[position] in _WHITESPACE:
+            position += 1
+        if position < len(text) and text[position] == "]" and not records:
+            position += 1
+            break
+        try:
+            value, end = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as error:
+            raise fail(f"line {error.lineno} is not JSON lines or a JSON list ({error.msg} at column {error.colno}; "
+                       f"expected {_EXPECTED})") from None
+        except RecursionError:
+            raise fail(f"{where()} nests JSON too deeply to parse (expected a list of flat records)") from None
+        # (a character is 1 to 4 bytes of UTF-8: only a long record is measured)
+        if end - position > RECORD_MAX_BYTES // 4 and len(text[position:end].encode()) > RECORD_MAX_BYTES:
+            raise fail(f"{where()} is longer than {format_size(RECORD_MAX_BYTES)} (expected at most that per record)")
+        if len(records) == INSTRUCTIONS_MAX_RECORDS:
+            raise _too_many(fail)
+        problem = _problem(value)
+        if problem is not None:
+            raise fail(f"{where()} {problem}")
+        records.append(value)
+        position = end
+        while position < len(text) and text[position] in _WHITESPACE:
+            position += 1
+        if position < len(text) and text[position] == ",":
+            position += 1
+            continue
+        if position < len(text) and text[position] == "]":
+            position += 1
+            break
+        raise fail(f"line {line(position)} is not JSON lines or a JSON list (expected ',' or ']' after record "
+                   f"{len(records) - 1})")
+    rest = text[position:].lstrip(_WHITESPACE)
+    if rest:
+        raise fail(f"line {line(len(text) - len(rest))} is not JSON lines or a JSON list (expected nothing after the "
+                   "list's ']')")
+    return records
+
+
 def load_instructions(path: str | os.PathLike | None = None) -> list[Record]:
     """Records from a JSON-lines file or a JSON list (Alpaca's own format); None: the bundled file.
 
-    Every record needs a string ``instruction`` and ``output``; ``input`` is optional.
+    Every record needs a string ``instruction`` and ``output``; ``input`` is optional. The file must be
+    a regular UTF-8 file of at most ``INSTRUCTIONS_MAX_BYTES``, with at most ``INSTRUCTIONS_MAX_RECORDS``
+    records of at most ``RECORD_MAX_BYTES`` each; anything else raises :class:`InstructionDataError`,
+    one line naming the file (and the line).
     """
     path = bundled_instructions_path() if path is None else Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InstructionDataError(f"Invalid instruction data: {str(path)!r} cannot be read "
-                                   f"({type(error).__name__}: {error})") from None
-    try:
-        stripped = text.lstrip()
-        if stripped.startswith("["):
-            records = json.loads(text)
-        else:
-            records = [json.loads(line) for line in text.splitlines() if line.strip()]
-    except json.JSONDecodeError as error:
-        raise InstructionDataError(f"Invalid instruction data: {str(path)!r} is not JSON lines or a JSON list "
-                                   f"({error})") from None
-    if not isinstance(records, list) or not records:
-        raise InstructionDataError(f"Invalid instruction data: {str(path)!r} holds no records")
-    for index, record in enumerate(records):
-        if not (isinstance(record, dict) and isinstance(record.get("instruction"), str)
-                and isinstance(record.get("output"), str) and isinstance(record.get("input", ""), str)):
-            raise InstructionDataError(f"Invalid instruction data: record {index} of {str(path)!r} needs string "
-                                       "'instruction' and 'output' fields (and optionally 'input')")
-    return [{"instruction": r["instruction"], "input": r.get("input", ""), "output": r["output"]} for r in records]
 
+    def fail(problem: str) -> InstructionDataError:
+        return InstructionDataError(f"Invalid instruction data: {str(path)!r} {problem}")
+
+    with DataFile(path, InstructionDataError, gzip_data=False, expected="a JSON or JSON-lines file",
+                  message=lambda where, problem: f"Invalid instruction data: {str(where)!r} {problem}") as handle:
+        content = handle.read_all(INSTRUCTIONS_MAX_BYTES, lambda: (
+            f"is larger than {format_size(INSTRUCTIONS_MAX_BYTES)} (expected at most that, the instruction loader's "
+            "limit; use a subset)"))
+    if content.startswith(b"\xef\xbb\xbf"):
+        content = content[3:]  # a UTF-8 byte order mark
+    stripped = content.lstrip(_WHITESPACE.encode())
+    if not stripped:
+        raise fail(f"is empty (expected {_EXPECTED})")
+    if stripped.startswith(b"["):
+        try:
+            text = content.decode("utf-8")
+        except UnicodeDecodeError as error:
+            number = content.count(b"\n", 0, error.start) + 1
+            raise fail(f"line {number} is not UTF-8 text (byte 0x{content[error.start]:02x}; expected "
+                       f"{_EXPECTED})") from None
+        records = _json_list(text, fail)
+    else:
+        records = _json_lines(content, fail)
+    if not records:
+        raise fail("holds no records")
+    return [{"instruction": r["instruction"], "input": r.get("input", ""), "output": r["output"]} for r in records]

@@ -45,6 +45,7 @@ __all__ = [
     "add_lora",
     "base_parameters",
     "bundled_base_path",
+    "check_model_dir",
     "load_pretrained",
     "small_qwen2",
 ]
@@ -134,22 +135,61 @@ def small_qwen2(shape: SmallModelShape = SmallModelShape(), *, pretrained: bool 
     return model
 
 
-def load_pretrained(path: str | os.PathLike, *, device: str | torch.device | None = None) -> tuple[nn.Module, Any]:
-    """(model, tokenizer) from a local directory, never the network (``local_files_only``).
+# The largest configuration or tokenizer file (JSON, text, template) a model directory may hold:
+# 64 MiB, about twice the largest tokenizer.json of common models (Gemma's, 33 MB). transformers
+# parses these whole, so a larger one is refused before it is read. Weight files are not capped.
+MODEL_TEXT_MAX_BYTES = 64 << 20
+_TEXT_SUFFIXES = (".json", ".txt", ".jinja", ".model", ".tiktoken")
 
-    On a GPU the base is loaded in bfloat16 (the paper's precision); on the CPU in float32.
-    """
-    transformers = require("transformers", "lora")
+
+def check_model_dir(path: str | os.PathLike) -> None:
+    """Refuse a model directory that transformers could hang or exhaust memory on: an entry that is a
+    named pipe, a device or a socket (``config.json -> /dev/zero``), or a configuration or tokenizer
+    file larger than ``MODEL_TEXT_MAX_BYTES``. Raises :class:`LoraModelError`, one line."""
+    from eve_search.data._files import file_kind, format_size
+
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise LoraModelError(f"Invalid model: {path!r} is not a directory (expected a local model saved with "
                              "save_pretrained, e.g. Qwen2.5-1.5B-Instruct)")
+    try:
+        entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+    except OSError as error:
+        raise LoraModelError(f"Invalid model: {path!r} cannot be listed ({error.strerror or error})") from None
+    for entry in entries:
+        try:
+            info = entry.stat()  # follows links: what a reader would get
+        except OSError:
+            continue  # a broken link: transformers reports it if it needs the file
+        kind = file_kind(info.st_mode)
+        if kind == "a directory":
+            continue
+        where = f"Invalid model: {path!r}: {entry.name}"
+        if kind is not None:
+            raise LoraModelError(f"{where} is {kind} (expected a regular file)")
+        if entry.name.endswith(_TEXT_SUFFIXES) and info.st_size > MODEL_TEXT_MAX_BYTES:
+            raise LoraModelError(f"{where} is {format_size(info.st_size)} (expected at most "
+                                 f"{format_size(MODEL_TEXT_MAX_BYTES)} for a configuration or tokenizer file)")
+
+
+def load_pretrained(path: str | os.PathLike, *, device: str | torch.device | None = None) -> tuple[nn.Module, Any]:
+    """(model, tokenizer) from a local directory, never the network (``local_files_only``).
+
+    On a GPU the base is loaded in bfloat16 (the paper's precision); on the CPU in float32. The
+    directory is checked first (:func:`check_model_dir`).
+    """
+    transformers = require("transformers", "lora")
+    path = os.fspath(path)
+    check_model_dir(path)
     device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
         with _global_rng_untouched():
             model = transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+    except RecursionError:
+        raise LoraModelError(f"Invalid model: {path!r} has a configuration or tokenizer file nested too deeply to "
+                             "parse (expected the files save_pretrained writes)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise LoraModelError(f"Invalid model: {path!r} cannot be loaded as a causal language model with its "

@@ -36,6 +36,7 @@ from eve_search.lora._instructions import load_instructions
 from eve_search.lora._model import (
     LoraModelError,
     add_lora,
+    check_model_dir,
     load_pretrained,
     small_qwen2,
 )
@@ -151,11 +152,12 @@ def _tokenizer_of(settings: LoraSettings) -> Any:
     if settings.model_path is None:
         return byte_tokenizer()
     transformers = require("transformers", "lora")
-    if not os.path.isdir(settings.model_path):
-        raise LoraModelError(f"Invalid model: {settings.model_path!r} is not a directory (expected a local model "
-                             "saved with save_pretrained, e.g. Qwen2.5-1.5B-Instruct)")
+    check_model_dir(settings.model_path)  # a directory without pipes, devices or oversized JSON
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(settings.model_path, local_files_only=True)
+    except RecursionError:
+        raise LoraModelError(f"Invalid model: {settings.model_path!r} has a configuration or tokenizer file nested too "
+                             "deeply to parse (expected the files save_pretrained writes)") from None
     except (OSError, ValueError, KeyError, TypeError) as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise LoraModelError(f"Invalid model: {settings.model_path!r} has no loadable tokenizer ({first_line})") from None

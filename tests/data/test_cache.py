@@ -1,10 +1,13 @@
 """The on-disk cache of preprocessed arrays, and UCI Adult loaded through it."""
 
+import os
+import signal
+
 import numpy as np
 import pytest
 import torch
 
-from eve_search.data import _adult
+from eve_search.data import _adult, _cache
 from eve_search.data._cache import cache_folder, cached_arrays
 
 
@@ -30,8 +33,9 @@ def test_a_second_call_reads_the_entry_instead_of_computing(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["k-1.npz"]  # no temporary file left behind
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "other_arrays", "pickled_object"])
-def test_a_damaged_or_unsafe_entry_is_recomputed_and_rewritten(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "other_arrays", "pickled_object", "fifo", "directory",
+                                    "declared_too_large"])
+def test_a_damaged_or_unsafe_entry_is_recomputed_and_rewritten(tmp_path, damage, monkeypatch):
     compute = lambda: {"x": np.arange(5.0)}  # noqa: E731
     cached_arrays("k", "1", compute, ("x",), folder=tmp_path)
     path = tmp_path / "k-1.npz"
@@ -41,9 +45,34 @@ def test_a_damaged_or_unsafe_entry_is_recomputed_and_rewritten(tmp_path, damage)
         path.write_bytes(b"not an npz file")
     elif damage == "other_arrays":
         np.savez(path, y=np.zeros(2))
-    else:  # an object array needs pickle to load, which is never allowed
+    elif damage == "pickled_object":  # an object array needs pickle to load, which is never allowed
         np.savez(path, x=np.array([{"a": 1}], dtype=object))
-    assert np.array_equal(cached_arrays("k", "1", compute, ("x",), folder=tmp_path)["x"], np.arange(5.0))
+    elif damage == "fifo":  # never waited on (a read would block forever)
+        path.unlink()
+        os.mkfifo(path)
+    elif damage == "directory":
+        path.unlink()
+        path.mkdir()
+    else:  # an entry whose zip directory declares more than the limit (lowered here to 40 bytes)
+        monkeypatch.setattr(_cache, "CACHE_MAX_BYTES", 40)
+
+    class Hung(Exception):  # noqa: N818 (not an OSError, which the cache takes for a damaged entry)
+        pass
+
+    def hung(signum, frame):
+        raise Hung("the cache read waited on its entry")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        arrays = cached_arrays("k", "1", compute, ("x",), folder=tmp_path)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert np.array_equal(arrays["x"], np.arange(5.0))
+    if damage == "directory":  # nothing replaces a directory; the arrays are still right
+        assert path.is_dir()
+        return
     with np.load(path, allow_pickle=False) as entry:  # rewritten
         assert np.array_equal(entry["x"], np.arange(5.0))
 
