@@ -11,6 +11,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from eve_search._stores import safe_url
 from eve_search.sha import rung_sizes
 from eve_search.sweep import SweepResult, SweepSettings
 
@@ -115,7 +116,7 @@ def print_summary(results: list[SweepResult], storage: str, console: Console | N
             console.print(f"{r.optimizer}: calibrated cost, backward/forward ratio {shown}", style="dim")
         elif len(modes) == 1:
             console.print(f"{r.optimizer}: measured cost (each backward charged by its own time)", style="dim")
-    console.print(f"results store: {storage}", style="dim")
+    console.print(f"results store: {safe_url(storage)}", style="dim")
 
 
 def summary_json(results: list[SweepResult], storage: str) -> dict[str, Any]:
@@ -127,7 +128,7 @@ def summary_json(results: list[SweepResult], storage: str) -> dict[str, Any]:
         "space": first.space,
         "seed": first.seed,
         "metric": first.metric,
-        "storage": storage,
+        "storage": safe_url(storage),  # never a password
         "optimizers": {r.optimizer: {key: value for key, value in r.as_dict().items()
                                      if key not in ("task", "optimizer", "space", "seed", "metric")} for r in results},
         "eve_over_adam_time": ratio,
@@ -196,5 +197,5 @@ def print_rank_tables(document: dict[str, Any], console: Console | None = None) 
                         f"(mean {sum(own) / len(own):.1f})")
         console.print(f"{space}: {report['verdict']}")
     console.print(f"wall time {document['wall_seconds']:.1f} s; trial-rungs trained by this run: "
-                  f"{document['trained_trial_rungs']}, every other result read from {document['storage']}",
+                  f"{document['trained_trial_rungs']}, every other result read from {safe_url(document['storage'])}",
                   style="dim")

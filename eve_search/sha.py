@@ -150,7 +150,8 @@ class SynchronousSuccessiveHalving:
     def load_trial(self, index: int) -> Trial:
         """Trial ``index`` as of its last checkpoint: the one kept in memory, else rebuilt from the
         checkpoint file; from the start when there is none or it is unusable (corrupt, truncated,
-        another sweep's): the engine then replays it exactly."""
+        another sweep's): the engine then replays it exactly. A directory in the checkpoint's place
+        raises :class:`CheckpointError` at once (the trial's next checkpoint could not be written)."""
         if index in self._kept:
             return self._kept.pop(index)[0]
         trial = self.make_trial(index)
@@ -159,6 +160,8 @@ class SynchronousSuccessiveHalving:
             try:
                 trial.load(path)
             except CheckpointError:
+                if path.is_dir():
+                    raise
                 trial = self.make_trial(index)
         return trial
 
@@ -177,6 +180,9 @@ class SynchronousSuccessiveHalving:
         clock, seconds = time.perf_counter, self.seconds
         start = clock()
         trial = self.load_trial(index)
+        budget = self.rungs[rung]
+        if trial.budget > budget:  # a checkpoint past this rung (its record was removed): replay exactly
+            trial = self.make_trial(index)
         loaded = clock()
         # A trial always passes through every earlier rung budget in order (each one is a stopping
         # point of its trajectory), so a stale or missing checkpoint is replayed into exactly the
@@ -184,7 +190,6 @@ class SynchronousSuccessiveHalving:
         for earlier in self.rungs[:rung]:
             if trial.budget < earlier:
                 trial.train_to(earlier)
-        budget = self.rungs[rung]
         trial.train_to(budget)
         trained = clock()
         metrics = trial.evaluate()

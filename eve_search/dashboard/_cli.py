@@ -85,10 +85,14 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.serve and args.port != 8050:
         raise UsageError(f"eve-search dashboard: argument --port: {args.port} only applies with --serve")
+    from eve_search.cli import check_outputs
+
     storage = _storage_url(args)
     out = _writable(args.out, "--out") if args.out else (None if args.serve else Path("report.html"))
     if args.json:
         _writable(args.json, "--json")
+    # Neither the page nor --json may overwrite the store, its -wal/-shm, a checkpoint or each other.
+    check_outputs(args, {"--out": out, "--json": args.json})
     data = dashboard_data(storage)  # also checks the store before a server starts
     if out is not None:
         _write(out, render_page(data, title=args.title), "--out")

@@ -9,7 +9,9 @@ The renderer draws that document and nothing else, and ``--json`` writes it unch
 Studies are dispatched on their ``kind`` user attribute: ``"sha-sweep"`` is one successive-halving
 sweep; a kind registered with :func:`register_kind` gets its own section; every other study (any
 kind, or none) is shown as a generic table of its trials, so a new kind of study never breaks the
-page.
+page. A sweep's stored values are checked where the page uses them: one whose settings, config
+indices or rung records are not what eve-search writes gives StoreError, one line naming the sweep,
+the trial and the key.
 
 Example:
     >>> record = {"name": "demo", "directions": ["maximize"], "user_attrs": {"kind": "toy"},
@@ -144,7 +146,8 @@ def read_store(url: str) -> list[dict[str, Any]]:
     """Every study of the store as a plain record: name, directions, user attributes, trials.
 
     A trial record holds ``number``, ``state`` (the Optuna state's name), ``values``, ``params``,
-    ``user_attrs``, ``intermediate_values`` ({step: value}) and ``duration`` (seconds or None).
+    ``user_attrs``, ``intermediate_values`` ({step: value}), ``duration`` (seconds or None) and
+    ``retry_of`` (the number of the failed trial a re-queued trial retries, or None).
     Nothing in the store is executed or modified (user attributes are JSON in Optuna's tables).
     """
     storage = _open_storage(url)
@@ -156,7 +159,8 @@ def read_store(url: str) -> list[dict[str, Any]]:
                 duration = trial.duration.total_seconds() if trial.duration is not None else None
                 trials.append({"number": trial.number, "state": trial.state.name, "values": trial.values,
                                "params": dict(trial.params), "user_attrs": dict(trial.user_attrs),
-                               "intermediate_values": dict(trial.intermediate_values), "duration": duration})
+                               "intermediate_values": dict(trial.intermediate_values), "duration": duration,
+                               "retry_of": trial.system_attrs.get("failed_trial")})
             records.append({"name": frozen.study_name, "directions": [d.name.lower() for d in frozen.directions],
                             "user_attrs": dict(frozen.user_attrs), "trials": trials})
         return records
@@ -213,6 +217,100 @@ def _is_sweep(attrs: Mapping[str, Any]) -> bool:
     return "kind" not in attrs and isinstance(settings, Mapping) and "optimizer" in settings and "rungs" in settings
 
 
+def _altered(sweep: str, key: str, value: Any, expected: str, trial: Any = None) -> Exception:
+    from eve_search.store import altered  # only on this path: building a page needs no PyTorch
+
+    return altered(sweep, key, value, expected, trial)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+# What a sweep's settings may hold, where present: (check, what was expected).
+_SETTINGS_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "seed": (lambda v: _whole(v, 0), "an int >= 0"),
+    "config_seed": (lambda v: _whole(v, 0), "an int >= 0"),
+    "configs": (lambda v: _whole(v, 1), "an int >= 1"),
+    "rungs": (lambda v: isinstance(v, list) and all(_number(b) and math.isfinite(b) and b > 0 for b in v),
+              "a list of rung budgets > 0"),
+    "fraction": (lambda v: _number(v) and 0 < v < 1, "a number in (0, 1)"),
+    "mode": (lambda v: v in ("max", "min"), "'max' or 'min'"),
+    **{key: (lambda v: isinstance(v, str), "a string") for key in ("task", "dataset", "space", "optimizer", "metric")},
+}
+
+
+def _sweep_settings(name: str, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A sweep's stored settings, checked where the page uses them (StoreError naming the key)."""
+    settings = attrs.get("settings")
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise _altered(name, "settings", settings, "a dict of the sweep's settings")
+    for key, (check, expected) in _SETTINGS_CHECKS.items():
+        if settings.get(key) is not None and not check(settings[key]):
+            raise _altered(name, f"settings.{key}", settings[key], expected)
+    ratios = attrs.get("backward_ratios")
+    if ratios is not None and not (isinstance(ratios, Mapping) and all(_number(v) for v in ratios.values())):
+        raise _altered(name, "backward_ratios", ratios, "a dict of model shapes to ratios")
+    return dict(settings)
+
+
+def _current_trials(name: str, trials: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Per configuration index, its current trial: an int ``config_index`` >= 0 on one trial only,
+    except a failed trial's retries (Optuna re-queues a copy naming the original), the last of which
+    is current. Trials without an index (none in a sweep eve-search wrote) are left out."""
+    chains: dict[int, list[Mapping[str, Any]]] = {}
+    for trial in trials:
+        index = trial["user_attrs"].get("config_index")
+        if index is None:
+            continue
+        if not _whole(index, 0):
+            raise _altered(name, "config_index", index, "an int >= 0", f"#{trial['number']}")
+        chains.setdefault(index, []).append(trial)
+    current = []
+    for index, chain in sorted(chains.items()):
+        chain = sorted(chain, key=lambda t: t["number"])
+        first = chain[0]["number"]
+        if any(t["state"] != "FAIL" for t in chain[:-1]) or any(t.get("retry_of") != first for t in chain[1:]):
+            from eve_search.store import ALTERED, StoreError
+
+            raise StoreError(f"results store: sweep {name!r}: trials #{chain[0]['number']} and #{chain[1]['number']} "
+                             f"both hold config_index {index} (expected one trial per configuration, or retries "
+                             f"of a failed one); {ALTERED}")
+        current.append(chain[-1])
+    return current
+
+
+def _rung_results(name: str, trial: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A trial's rung results, by budget; a record of the wrong shape is StoreError (NaN scores of a
+    diverged trial are left out, as they are not drawn)."""
+    results = []
+    where = f"#{trial['number']} (configuration {trial['user_attrs']['config_index']})"
+    for key, value in trial["user_attrs"].items():
+        if not key.startswith("rung_"):
+            continue
+        if not isinstance(value, Mapping):
+            raise _altered(name, key, value, "a dict of one rung's results", where)
+        budget = value.get("budget")
+        if not (_number(budget) and math.isfinite(budget) and budget > 0):
+            raise _altered(name, f"{key}.budget", budget, "a number > 0", where)
+        score = value.get("score", value.get("val_acc"))
+        if not _number(score):
+            raise _altered(name, f"{key}.score", score, "a number", where)
+        for field in ("val", "test"):
+            if value.get(field) is not None and not isinstance(value[field], Mapping):
+                raise _altered(name, f"{key}.{field}", value[field], "a dict of metrics", where)
+        result = _rung_result(value)
+        if result is not None:
+            results.append(result)
+    return sorted(results, key=lambda r: r["budget"])
+
+
 def _rung_result(details: Mapping[str, Any]) -> dict[str, Any] | None:
     """One rung's result in the store's schema; older stores wrote val_acc / val_loss / test_acc."""
     budget = _finite(details.get("budget"))
@@ -244,19 +342,16 @@ def sweep_view(record: Record) -> dict[str, Any]:
     ``completed``.
     """
     attrs = record["user_attrs"]
-    settings = dict(attrs.get("settings") or {})
+    settings = _sweep_settings(record["name"], attrs)
     directions = record.get("directions") or ["maximize"]
     mode = settings.get("mode") or ("min" if directions[0] == "minimize" else "max")
     better = _better(mode)
     rungs = sorted(float(b) for b in settings.get("rungs") or [])
     trials = []
-    for trial in record["trials"]:
+    for trial in _current_trials(record["name"], record["trials"]):
         user = trial["user_attrs"]
-        index = user.get("config_index")
-        if index is None:
-            continue
-        results = sorted((r for k, v in user.items() if k.startswith("rung_") and isinstance(v, Mapping)
-                          for r in [_rung_result(v)] if r is not None), key=lambda r: r["budget"])
+        index = user["config_index"]
+        results = _rung_results(record["name"], trial)
         config = user.get("config") if isinstance(user.get("config"), Mapping) else trial["params"]
         best = None
         for r in results:

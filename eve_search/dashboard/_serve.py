@@ -2,7 +2,9 @@
 
 The page polls ``/data.json`` and reloads itself when the document's fingerprint changes, so a
 sweep that is still running shows each result shortly after it is recorded. The server binds to
-127.0.0.1 only and reads the store; it never writes to it.
+127.0.0.1 only and reads the store; it never writes to it. It answers only requests whose ``Host``
+header names that address (``127.0.0.1:PORT`` or ``localhost:PORT``): a page of another site that
+reaches it through DNS rebinding sends its own name and gets 421 Misdirected Request, no data.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ class _Handler(BaseHTTPRequestHandler):
     server: DashboardServer
 
     def do_GET(self) -> None:
+        if not self.server.host_allowed(self.headers.get("Host")):
+            # DNS rebinding: a page from another site whose name now points at 127.0.0.1 sends its own
+            # name here; it gets no data.
+            self._reply(421, b"misdirected request: this server answers only to the Host it binds\n",
+                        "text/plain; charset=utf-8")
+            return
         path = self.path.split("?", 1)[0]
         try:
             if path in ("/", "/index.html"):
@@ -80,6 +88,20 @@ class DashboardServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/"
+
+    @property
+    def allowed_hosts(self) -> frozenset[str]:
+        """The ``Host`` header values this server answers: the address it binds (127.0.0.1) and
+        ``localhost``, with its port (without it too on port 80, where browsers leave it out)."""
+        port = self.server_address[1]
+        hosts = {f"127.0.0.1:{port}", f"localhost:{port}"}
+        if port == 80:
+            hosts |= {"127.0.0.1", "localhost"}
+        return frozenset(hosts)
+
+    def host_allowed(self, host: str | None) -> bool:
+        """Whether a request with this ``Host`` header is answered (any other gets 421, no data)."""
+        return host is not None and host.strip().lower() in self.allowed_hosts
 
     def data(self) -> dict[str, Any]:
         with self._lock:

@@ -53,7 +53,7 @@ from eve_search.ledger import (
     rank_order,
 )
 from eve_search.spaces import SearchSpace, get_space
-from eve_search.store import rung_key, write_ahead
+from eve_search.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
 from eve_search.tasks import Task, get_task
 from eve_search.trial import Trial
 
@@ -487,8 +487,9 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     _create_cohort(study, storage, task, space, n_trials, settings, data)
     attrs = study.user_attrs
     ratios = dict(attrs.get("backward_ratios") or {})
-    sweep_id = str(attrs["sweep_id"])
-    folder = Path(checkpoint_dir) / f"{study.study_name}-{sweep_id[:12]}"
+    # The folder's name comes from the storage: checked (hex id, one folder name, inside checkpoint_dir).
+    sweep_id = check_sweep_id(study.study_name, attrs.get("sweep_id"))
+    folder = checkpoint_folder(checkpoint_dir, study.study_name, sweep_id)
     configs: dict[int, dict[str, Any]] = {}
     for trial in study.get_trials(deepcopy=False):
         index = trial.user_attrs.get("config_index")
