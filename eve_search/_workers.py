@@ -32,8 +32,15 @@ _PRELOAD = ["torch", "torch._dynamo", "eve_search.trial", "eve_search.sweep", "e
 
 
 def check_jobs(jobs: Any) -> int:
+    """``jobs`` worker processes: an int from 1 to 1024 (each is a process holding its own PyTorch; the
+    command line also keeps it within --configs and 4 x the CPUs, see :mod:`eve_search._argtypes`)."""
+    from eve_search._argtypes import MAX_FORCED_JOBS
+
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
         raise ValueError(f"Invalid jobs: {jobs!r} (expected an int >= 1 of worker processes)")
+    if jobs > MAX_FORCED_JOBS:
+        raise ValueError(f"Invalid jobs: {jobs!r} (expected at most {MAX_FORCED_JOBS} worker processes: each is a "
+                         "process holding its own PyTorch)")
     return jobs
 
 

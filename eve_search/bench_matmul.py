@@ -116,19 +116,25 @@ def _onednn_linear_trains() -> str:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from eve_search.cli import _positive_float, _positive_int
+    from eve_search import _argtypes as types
 
     parser.description = __doc__.split("\n\n")[0].replace("``", "")
-    parser.add_argument("--threads", type=_positive_int, nargs="+", default=None, metavar="N",
-                        help="PyTorch thread counts to measure (default: 1 and the CPUs available)")
-    parser.add_argument("--seconds", type=_positive_float, default=0.5, metavar="S",
-                        help="timing per path and shape (default 0.5)")
+    parser.add_argument("--threads", type=types.threads, nargs="+", default=None, metavar="N",
+                        help=f"PyTorch thread counts to measure (default: 1 and the CPUs available; each at most "
+                             f"{types.JOBS_PER_CPU} x the CPUs)")
+    parser.add_argument("--seconds", type=types.seconds, default=0.5, metavar="S",
+                        help=f"timing per path and shape (default 0.5, at most {types.MAX_SECONDS:g})")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from eve_search import _available_cpus
 
+    if args.threads is not None and len(args.threads) > 16:
+        from eve_search.cli import UsageError
+
+        raise UsageError(f"eve-search bench matmul: argument --threads: {len(args.threads)} thread counts is more "
+                         "than 16 (each measures every shape and path again)")
     threads = args.threads or sorted({1, _available_cpus()})
     config = torch.__config__.show()
     library = "MKL" if "BLAS_INFO=mkl" in config else "not MKL (see torch.__config__.show())"
@@ -157,5 +163,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         torch.set_num_threads(original)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
         args.json.write_text(json.dumps(results, indent=1))
     return 0

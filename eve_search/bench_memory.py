@@ -215,7 +215,7 @@ def _in_fresh_process(spec: dict[str, Any]) -> dict[str, Any]:
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search bench memory``."""
-    from eve_search.cli import _optimizer_list, _positive_int
+    from eve_search import _argtypes as types
 
     parser.description = (
         "Peak memory of EvE and Adam over 200 training iterations, each in a fresh process, beside the theoretical "
@@ -224,11 +224,13 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "max_memory_allocated). Models: the paper's MNIST MLP (784-1024-1024-10) and the small LoRA model of "
         "eve-search lora (adapters only are trained).")
     parser.add_argument("--model", choices=(*MODELS, "all"), default="all", help="which model (default: all)")
-    parser.add_argument("--optimizer", type=_optimizer_list, default=["eve", "adam"], metavar="NAMES",
+    parser.add_argument("--optimizer", type=types.optimizer_list, default=["eve", "adam"], metavar="NAMES",
                         help="comma-separated optimizers (default: eve,adam)")
-    parser.add_argument("--iterations", type=_positive_int, default=200, help="training iterations (default 200)")
+    parser.add_argument("--iterations", type=types.iterations, default=200,
+                        help=f"training iterations (default 200, at most {types.MAX_ITERATIONS:,})")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="default cpu")
-    parser.add_argument("--threads", type=_positive_int, help="torch threads in each measuring process")
+    parser.add_argument("--threads", type=types.threads, help=f"torch threads in each measuring process (at most "
+                        f"{types.JOBS_PER_CPU} x the CPUs)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the measurements as JSON")
 
 

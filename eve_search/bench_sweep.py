@@ -26,25 +26,33 @@ from typing import Any
 __all__ = ["configure_parser", "plain_loop", "run"]
 
 
+def _hogs_count(text: str) -> int:
+    from eve_search import _argtypes as types
+
+    cpus = types.available_cpus()
+    return types.bounded_int(0, types.JOBS_PER_CPU * cpus, f"{types.JOBS_PER_CPU} x the {cpus} CPUs this process may "
+                             "use: more only slows every measurement further")(text)
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    from eve_search.cli import (
-        _optimizer_list,
-        _positive_float,
-        _positive_int,
-        non_negative_int,
-    )
+    from eve_search import _argtypes as types
 
     parser.description = __doc__.split("\n\n", 1)[1].replace("\n", " ")
-    parser.add_argument("--space", default="hp", help="Adult search space (default hp)")
-    parser.add_argument("--optimizers", type=_optimizer_list, default=["eve", "adam"], metavar="NAMES",
+    parser.add_argument("--space", type=types.adult_space, default="hp", help="Adult search space (default hp)")
+    parser.add_argument("--optimizers", type=types.optimizer_list, default=["eve", "adam"], metavar="NAMES",
                         help="comma-separated optimizers (default eve,adam)")
-    parser.add_argument("--rounds", type=_positive_int, default=2, help="rounds (medians are reported; default 2)")
-    parser.add_argument("--hogs", type=non_negative_int, default=0, metavar="N",
-                        help="busy-looping background processes during every measurement (default 0)")
-    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
-                        help="pass --jobs N to the sweeps (worker processes, one thread each)")
-    parser.add_argument("--configs", type=_positive_int, default=48, metavar="N", help="configurations (default 48)")
-    parser.add_argument("--backward-ratio", type=_positive_float, default=None, metavar="R",
+    parser.add_argument("--rounds", type=types.rounds, default=2,
+                        help=f"rounds (medians are reported; default 2, at most {types.MAX_ROUNDS})")
+    parser.add_argument("--hogs", type=_hogs_count, default=0, metavar="N",
+                        help=f"busy-looping background processes during every measurement (default 0, at most "
+                             f"{types.JOBS_PER_CPU} x the CPUs)")
+    parser.add_argument("--jobs", type=types.bounded_int(1, types.MAX_CONFIGS, "one worker per configuration at most"),
+                        default=None, metavar="N", help="pass --jobs N to the sweeps (worker processes, one thread "
+                        f"each; at most --configs and {types.JOBS_PER_CPU} x the CPUs unless --force-jobs)")
+    parser.add_argument("--force-jobs", action="store_true", help="pass --force-jobs to the sweeps")
+    parser.add_argument("--configs", type=types.configs, default=48, metavar="N",
+                        help=f"configurations (default 48, at most {types.MAX_CONFIGS:,})")
+    parser.add_argument("--backward-ratio", type=types.backward_ratio, default=None, metavar="R",
                         help="pin the ratio (default: each sweep calibrates, and its plain loop uses that ratio)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON")
 
@@ -62,7 +70,8 @@ def _timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     return seconds, done
 
 
-def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, jobs: int | None) -> dict[str, Any]:
+def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, jobs: int | None,
+                force_jobs: bool = False) -> dict[str, Any]:
     import optuna
 
     from eve_search.store import study_name
@@ -73,6 +82,7 @@ def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, j
                    "--configs", str(configs), "--quiet", "--workdir", folder, "--json", str(out)]
         command += [] if ratio is None else ["--backward-ratio", repr(ratio)]
         command += [] if jobs is None else ["--jobs", str(jobs)]
+        command += ["--force-jobs"] if force_jobs else []
         load = _load()
         wall, _ = _timed(command)
         result = json.loads(out.read_text())["optimizers"][optimizer]
@@ -136,6 +146,13 @@ def _hogs(count: int) -> list[subprocess.Popen]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from eve_search._argtypes import check_processes
+    from eve_search.cli import UsageError
+
+    # Everything the sweeps' own command would refuse is refused here, before any process starts.
+    problem = check_processes(args.jobs, "--jobs", configs=args.configs, force=args.force_jobs)
+    if problem is not None:
+        raise UsageError(f"eve-search bench sweep: {problem}")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.optimizers}
     plain: dict[str, list[dict[str, Any]]] = {name: [] for name in args.optimizers}
     print(f"bench sweep: adult --space {args.space}, {args.configs} configurations, {args.rounds} rounds, "
@@ -145,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         for optimizer in args.optimizers:
             hogs = _hogs(args.hogs)
             try:
-                sweep = _sweep_once(args.space, optimizer, args.configs, args.backward_ratio, args.jobs)
+                sweep = _sweep_once(args.space, optimizer, args.configs, args.backward_ratio, args.jobs,
+                                    args.force_jobs)
                 ratio = args.backward_ratio or statistics.median(sweep["ratios"].values())
                 loop = _plain_once(args.space, optimizer, args.configs, ratio)
             finally:
@@ -186,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
           "seconds add up the workers' time); plain_over_process: the plain in-process loop's seconds over the "
           "sweep process's (> 1: the sweep is faster)")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
         args.json.write_text(json.dumps({"medians": medians, "runs": runs, "plain": plain,
                                          "hogs": args.hogs, "jobs": args.jobs}, indent=2))
     return 0

@@ -10,8 +10,22 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+
+# The argument types and limits live in one place (eve_search._argtypes); the names commands and
+# scripts imported from here stay importable from here.
+from eve_search import _argtypes
+from eve_search._argtypes import fraction as _fraction
+from eve_search._argtypes import non_negative_int  # noqa: F401 re-exported
+from eve_search._argtypes import optimizer_list as _optimizer_list
+from eve_search._argtypes import positive_float as _positive_float  # noqa: F401 re-exported
+from eve_search._argtypes import positive_int as _positive_int  # noqa: F401 re-exported
+from eve_search._argtypes import rung_list as _rung_list
+from eve_search._argtypes import seed as _seed
+from eve_search._argtypes import seed_list
+from eve_search._argtypes import space_list as _space_list
+from eve_search._plugins import reported as _reported_plugin_errors
 
 __all__ = ["main"]
 
@@ -22,77 +36,11 @@ class UsageError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line instead of usage + message
-        raise UsageError(f"{self.prog}: {message}")
+        raise UsageError(f"{self.prog}: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
-def _positive(kind: type) -> Callable[[str], float | int]:
-    """An argparse type: a number of ``kind`` (int or float) that must be positive."""
-    noun = "an integer" if kind is int else "a number"
-
-    def parse(text: str) -> float | int:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {noun}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be > 0")
-        return value
-
-    return parse
-
-
-_positive_float, _positive_int = _positive(float), _positive(int)
-
-
-def _optimizer_list(text: str) -> list[str]:
-    from eve_search.optim import optimizer_names
-
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    known = optimizer_names()
-    unknown = [name for name in names if name not in known]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown optimizer {', '.join(map(repr, unknown or [text]))} (expected "
-                                         f"a comma-separated list of: {', '.join(known)})")
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"{text!r} names an optimizer twice")
-    return names
-
-
-def _rung_list(text: str) -> tuple[int, ...]:
-    from eve_search.ledger import check_rungs
-
-    try:
-        parts = [float(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of budgets (e.g. 100,300,900)") \
-            from None
-    try:
-        return check_rungs(parts)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{text!r}: {error}") from None
-
-
-def _fraction(text: str) -> float:
-    from eve_search.ledger import check_fraction
-
-    try:
-        return check_fraction(float(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number in (0, 1]") from None
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0 (seeds, counts that may be zero)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
-
-
-_seed = non_negative_int
+_processes = _argtypes.bounded_int(1, _argtypes.MAX_CONFIGS, "one worker per configuration at most, and --configs is "
+                                   f"at most {_argtypes.MAX_CONFIGS:,}")
 
 COST_MODE_HELP = (
     "how a backward pass is charged (paper, Appendix \"Evaluation-Cost Accounting\", Equation 7; README "
@@ -104,37 +52,9 @@ COST_MODE_HELP = (
     "differ and --resume cannot reproduce an uninterrupted run exactly.")
 
 
-def _space_list(text: str) -> list[str]:
-    from eve_search.spaces import space_names
-
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in space_names()]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown space {', '.join(map(repr, unknown or [text]))} (expected a "
-                                         f"comma-separated list of: {', '.join(space_names())})")
-    return names
-
-
-def seed_list(text: str) -> list[int]:
-    """Training seeds from ``0-4`` or ``0,2,5`` (an argparse type; scripts in searches/ use it too)."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            low, dash, high = part.strip().partition("-")
-            first, last = int(low), int(high) if dash else int(low)
-            if first < 0 or last < first:
-                raise ValueError
-            seeds.extend(range(first, last + 1))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a seed list (expected e.g. 0-4 or 0,2,5)") from None
-    if len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"{text!r} repeats a seed")
-    return seeds
-
-
 def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db; e.g. postgresql://user@host/db)")
+                        "sqlite:///<workdir>/results.db; e.g. postgresql+psycopg2://user@host/db)")
     parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
                         help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
     parser.add_argument("--resume", action="store_true", help="continue sweeps already in the store (a sweep "
@@ -143,16 +63,21 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
                         "Adult: adult.data[.gz] and adult.test[.gz]); default: the task's own (Adult: the bundled "
                         "copy)")
     parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
-    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
-                        "backward/forward ratio instead of measuring it (reproducible across machines)")
-    parser.add_argument("--configs", type=_positive_int, default=48, metavar="N",
-                        help="configurations sampled (configuration seed 0; default 48)")
+    parser.add_argument("--backward-ratio", type=_argtypes.backward_ratio, metavar="R", help="pin the calibrated "
+                        "backward/forward ratio instead of measuring it (reproducible across machines; at most "
+                        f"{_argtypes.MAX_RATIO:g})")
+    parser.add_argument("--configs", type=_argtypes.configs, default=48, metavar="N",
+                        help=f"configurations sampled (configuration seed 0; default 48, at most "
+                             f"{_argtypes.MAX_CONFIGS:,})")
     parser.add_argument("--rungs", type=_rung_list, default=None, metavar="B1,B2,...",
-                        help="cumulative rung budgets, whole evaluation units (default 100,300,900,2700,3000)")
+                        help="cumulative rung budgets, whole evaluation units (default 100,300,900,2700,3000; "
+                             f"each at most {_argtypes.MAX_BUDGET:.0e}, at most {_argtypes.MAX_RUNGS} rungs)")
     parser.add_argument("--fraction", type=_fraction, default=None, metavar="F",
                         help="share of each rung promoted to the next, in (0, 1] (default 1/3)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first (it may register tasks, spaces or optimizers); repeatable")
+                        help="import MODULE first (it may register tasks, spaces or optimizers): a path to a .py "
+                             "file, loaded by its path, or a module name, looked up among the installed packages "
+                             "and then in the current directory; repeatable")
     parser.add_argument("--quiet", action="store_true", help="no progress display and no table")
 
 
@@ -167,12 +92,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "or the cluster at --address) or Optuna worker processes on the store (--workers)")
     parser.add_argument("--address", metavar="ADDR", help="with --backend ray: an existing Ray cluster "
                         "(e.g. auto, or HOST:6379); default: start a local Ray instance")
-    parser.add_argument("--workers", type=_positive_int, default=None, metavar="N",
-                        help="with --backend optuna: worker processes on the study (default 1)")
-    parser.add_argument("--jobs", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--workers", type=_processes, default=None, metavar="N",
+                        help="with --backend optuna: worker processes on the study (default 1; at most --configs "
+                             f"and {_argtypes.JOBS_PER_CPU} x the CPUs unless --force-jobs)")
+    parser.add_argument("--jobs", type=_processes, default=None, metavar="N",
                         help="with --backend local: train each rung's trials on N worker processes, one thread "
                              "each (same results for every N, bit for bit; not always bit-identical to the default "
-                             "single process, which uses PyTorch's default threads)")
+                             "single process, which uses PyTorch's default threads); at most --configs and "
+                             f"{_argtypes.JOBS_PER_CPU} x the CPUs unless --force-jobs")
+    parser.add_argument("--force-jobs", action="store_true",
+                        help=f"allow --jobs/--workers above {_argtypes.JOBS_PER_CPU} x the CPUs this process may use "
+                             f"(up to {_argtypes.MAX_FORCED_JOBS:,})")
 
 
 def _build_parser() -> _Parser:
@@ -187,7 +117,7 @@ def _build_parser() -> _Parser:
                     "same configurations, initial weights and batches.")
     from eve_search.spaces import space_names
 
-    adult.add_argument("--space", required=True, metavar="SPACE",
+    adult.add_argument("--space", required=True, type=_argtypes.name("a search space"), metavar="SPACE",
                        help=f"search space ({', '.join(space_names())}, or one a --plugin registers)")
     _add_run_arguments(adult)
 
@@ -196,9 +126,11 @@ def _build_parser() -> _Parser:
         description="Synchronous successive halving on a registered task: sample configurations of a search "
                     "space, train them resumably under the evaluation-cost budget, report the best. "
                     "`eve-search adult` is `eve-search sweep --task adult`.")
-    sweep.add_argument("--task", required=True, metavar="TASK", help="a registered task (adult, or one a "
+    sweep.add_argument("--task", required=True, type=_argtypes.name("a registered task"), metavar="TASK",
+                       help="a registered task (adult, or one a "
                        "--plugin module registers)")
-    sweep.add_argument("--space", metavar="SPACE", help="search space (default: the task's first)")
+    sweep.add_argument("--space", type=_argtypes.name("a search space"), metavar="SPACE",
+                       help="search space (default: the task's first)")
     _add_run_arguments(sweep)
 
     rank = commands.add_parser("rank", help="ranking agreement between EvE and a reference trainer")
@@ -217,7 +149,7 @@ def _build_parser() -> _Parser:
     rank_adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
                             help="the reference trainer (default: adam)")
     rank_adult.add_argument("--json", type=Path, metavar="PATH", help="write every agreement as JSON")
-    rank_adult.add_argument("--task", default="adult", metavar="TASK",
+    rank_adult.add_argument("--task", default="adult", type=_argtypes.name("a registered task"), metavar="TASK",
                             help="rank on another registered task (default: adult)")
     _add_sweep_arguments(rank_adult)
 
@@ -229,8 +161,10 @@ def _build_parser() -> _Parser:
         description="Charged evaluation units per second of EvE and Adam on the Adult-sized MLP "
                     "(107-256-256-2, batch 256, random data), against a tight forward-only loop (the "
                     "compute floor) and a forward+backward loop, measured side by side in rounds.")
-    tp.add_argument("--seconds", type=_positive_float, default=2.0, help="wall seconds per loop per round")
-    tp.add_argument("--rounds", type=_positive_int, default=5, help="rounds (medians are reported)")
+    tp.add_argument("--seconds", type=_argtypes.seconds, default=2.0,
+                    help=f"wall seconds per loop per round (at most {_argtypes.MAX_SECONDS:g})")
+    tp.add_argument("--rounds", type=_argtypes.rounds, default=5,
+                    help=f"rounds (medians are reported; at most {_argtypes.MAX_ROUNDS})")
     tp.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
     from eve_search.synthetic._cli import configure_parser as configure_synthetic
 
@@ -294,19 +228,109 @@ def _bench_throughput(args: argparse.Namespace) -> int:
     console.print(f"EvE / Adam units per second: {report.eve_over_adam:.2f}; EvE's fallback fired on "
                   f"{report.eve_fallback_rate:.0%} of its iterations")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
         args.json.write_text(json.dumps(report.as_dict(), indent=2))
     return 0
 
 
+def _command_label(args: argparse.Namespace) -> str:
+    """The command as messages name it: ``adult``, ``rank adult``, ``bench synthetic``."""
+    words = [args.command]
+    for sub in ("dataset", "bench"):
+        if isinstance(getattr(args, sub, None), str):
+            words.append(getattr(args, sub))
+    return " ".join(words)
+
+
+def _default_storage(args: argparse.Namespace) -> str | None:
+    """The store a command uses: ``--storage``, else ``results.db`` in ``--workdir`` (the dashboard's own
+    default for ``dashboard``), None for commands without a store."""
+    if getattr(args, "storage", None):
+        return args.storage
+    if args.command == "dashboard":
+        from eve_search.dashboard._cli import DEFAULT_STORAGE
+
+        return f"sqlite:///{Path(DEFAULT_STORAGE).resolve()}"
+    workdir = getattr(args, "workdir", None)
+    return f"sqlite:///{(workdir / 'results.db').resolve()}" if workdir is not None else None
+
+
+# Options naming files a command writes, and files or folders it reads.
+_OUTPUT_OPTIONS = (("out", "--out"), ("json", "--json"))
+_INPUT_OPTIONS = (("data_dir", "--data-dir"), ("data", "--data"), ("model", "--model"))
+
+
+def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | None = None) -> None:
+    """Refuse, before any work, an output path that could not be written at the end, or that would
+    overwrite the results store (or its -wal/-shm/-journal), a checkpoint, a file the command reads or
+    another of its outputs (see :func:`eve_search._paths.check_outputs`). ``outputs``: option -> path,
+    default every output option of ``args``."""
+    from eve_search._paths import OutputClash
+    from eve_search._paths import check_outputs as check
+
+    command = _command_label(args)
+    if outputs is None:
+        outputs = {option: getattr(args, dest, None) for dest, option in _OUTPUT_OPTIONS}
+    for option, path in outputs.items():
+        try:
+            check_output_path(path, option, command)
+        except OSError as error:  # e.g. a file name longer than the file system allows
+            raise UsageError(f"eve-search {command}: argument {option}: {str(path)[:60]!r}: cannot be used "
+                             f"({error.strerror or error})") from None
+    if not any(path is not None for path in outputs.values()):
+        return
+    storage = _default_storage(args)
+    workdir = getattr(args, "workdir", None)
+    from eve_search._stores import sqlite_file
+
+    database = sqlite_file(storage) if storage else None
+    checkpoints = workdir / "checkpoints" if workdir is not None else (
+        database.parent / "checkpoints" if database is not None else None)
+    inputs = [(option, getattr(args, dest)) for dest, option in _INPUT_OPTIONS
+              if isinstance(getattr(args, dest, None), Path)]
+    # A --plugin given as a file is read too (a module name is looked up on the import path).
+    inputs += [("--plugin", Path(plugin)) for plugin in getattr(args, "plugin", None) or []
+               if isinstance(plugin, str) and (plugin.endswith(".py") or os.sep in plugin)]
+    try:
+        check(outputs, storage=storage, checkpoints=checkpoints, inputs=inputs)
+    except OutputClash as error:
+        raise UsageError(f"eve-search {command}: {error}") from None
+    except OSError as error:
+        raise UsageError(f"eve-search {command}: an output path cannot be used ({error.strerror or error})") \
+            from None
+
+
 def _storage_url(args: argparse.Namespace) -> str:
+    """The command's results store URL, checked before any work: outputs that would overwrite it (see
+    :func:`check_outputs`), a store in memory, a read-only store or folder; the work directory is created."""
+    from eve_search._stores import storage_problem
+
+    from eve_search._paths import OutputClash, check_outputs as check
+
+    command = _command_label(args)
+    check_outputs(args)
+    storage = _default_storage(args)
+    try:  # the work directory is created below: it must not take the place of a file of the store
+        check({"--workdir": args.workdir}, storage=storage)
+    except OutputClash as error:
+        raise UsageError(f"eve-search {command}: {error}") from None
+    except OSError as error:
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)[:60]!r}: cannot be used "
+                         f"({error.strerror or error})") from None
     if args.storage:
+        problem = storage_problem(args.storage)
+        if problem is not None:
+            raise UsageError(f"eve-search {command}: argument --storage: {problem}")
         return args.storage
     try:
         args.workdir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise UsageError(f"eve-search {args.command}: argument --workdir: {str(args.workdir)!r}: cannot create it "
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)!r}: cannot create it "
                          f"({error.strerror or error})") from None
-    return f"sqlite:///{(args.workdir / 'results.db').resolve()}"
+    problem = storage_problem(storage, name="its results store")
+    if problem is not None:
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)!r}: {problem}")
+    return storage
 
 
 def check_output_path(path: Path | None, argument: str, command: str) -> None:
@@ -329,30 +353,28 @@ def check_output_path(path: Path | None, argument: str, command: str) -> None:
 
 
 def _import_plugins(args: argparse.Namespace) -> None:
-    """Import each --plugin module, from the working directory first (as ``python -m`` would)."""
-    import importlib
+    """Import each --plugin: a .py file by its path, a module name from the installed packages first and
+    the current directory last (see :mod:`eve_search._plugins`); one line naming the plugin if it fails."""
+    from eve_search._plugins import PluginError, import_plugin
 
-    if args.plugin and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    for module in args.plugin:
+    for plugin in args.plugin:
         try:
-            importlib.import_module(module)
-        except Exception as error:  # noqa: BLE001 the user's module: report it in one line
-            raise UsageError(f"eve-search {args.command}: argument --plugin: {module!r} could not be imported "
-                             f"({type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''})") \
-                from None
+            import_plugin(plugin)
+        except PluginError as error:
+            raise UsageError(f"eve-search {_command_label(args)}: argument --plugin: {error}") from None
 
 
 def _resolve_task_and_space(args: argparse.Namespace) -> tuple[str, str]:
     from eve_search.spaces import space_names
     from eve_search.tasks import get_task, task_names
 
-    task_name = getattr(args, "task", None) or "adult"
+    task_name = getattr(args, "task", None)
+    task_name = "adult" if task_name is None else task_name  # '' is refused by the argument's type
     if task_name not in task_names():
         raise UsageError(f"eve-search {args.command}: argument --task: {task_name!r} is not a registered task "
                          f"(expected one of {', '.join(task_names())}, or register it in a --plugin module)")
     task = get_task(task_name)
-    space = args.space or (task.spaces[0] if task.spaces else None)
+    space = args.space if args.space is not None else (task.spaces[0] if task.spaces else None)
     if space is None:
         raise UsageError(f"eve-search {args.command}: argument --space: task {task_name!r} names no default space "
                          f"(expected one of {', '.join(space_names())})")
@@ -362,6 +384,15 @@ def _resolve_task_and_space(args: argparse.Namespace) -> tuple[str, str]:
     return task_name, space
 
 
+def _check_processes(args: argparse.Namespace, command: str) -> None:
+    """--jobs and --workers: at most one per configuration and 4 x the CPUs (unless --force-jobs)."""
+    for argument, value in (("--jobs", args.jobs), ("--workers", args.workers)):
+        problem = _argtypes.check_processes(value, argument, configs=args.configs, force=args.force_jobs)
+        if problem is not None:
+            raise UsageError(f"eve-search {command}: {problem}")
+
+
+@_reported_plugin_errors
 def _sweep(args: argparse.Namespace) -> int:
     from eve_search.report import SweepProgress, print_summary, summary_json
     from eve_search.sha import DEFAULT_RUNGS, PROMOTED_FRACTION
@@ -382,6 +413,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.workers is not None and args.backend != "optuna":
         raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
                          f"(got --backend {args.backend})")
+    _check_processes(args, command)
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
@@ -414,9 +446,11 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+@_reported_plugin_errors
 def _rank(args: argparse.Namespace) -> int:
     import time
 
+    from eve_search._stores import safe_url
     from eve_search.ranking_study import gather, study
     from eve_search.report import SweepProgress, print_rank_tables
     from eve_search.sha import DEFAULT_RUNGS, PROMOTED_FRACTION
@@ -454,7 +488,7 @@ def _rank(args: argparse.Namespace) -> int:
         trained += sum(r.trained for by_seed in sweeps.values() for r in by_seed.values())
         reports[space] = study(sweeps, args.seeds, against)
     elapsed = time.perf_counter() - started
-    document = {"task": args.task, "seeds": args.seeds, "against": against, "storage": storage,
+    document = {"task": args.task, "seeds": args.seeds, "against": against, "storage": safe_url(storage),
                 "wall_seconds": elapsed, "trained_trial_rungs": trained, "spaces": reports}
     if not args.quiet:
         print_rank_tables(document)
@@ -479,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
     _start_workers_early(list(sys.argv[1:] if argv is None else argv))
     from eve_search._imports import MissingExtraError
+    from eve_search._stores import close_stores, describe_failure, redact
     from eve_search.checkpoint import CheckpointError
     from eve_search.data import AdultDataError
     from eve_search.store import StoreError
@@ -486,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
+        check_outputs(args)  # before any work: no output may overwrite the store, a checkpoint or an input
         if args.command == "lora":
             from eve_search.lora._command import run as lora
 
@@ -525,25 +561,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return dashboard(args)
     except UsageError as error:
-        print(error, file=sys.stderr)
+        print(redact(str(error)), file=sys.stderr)
         return 2
     except (AdultDataError, StoreError, MissingExtraError, CheckpointError, ValueError) as error:
         # Every ValueError a command lets through is about its input (settings, data, a cluster
         # address): one line, never a traceback.
         text = str(error).strip()
-        print(f"eve-search {args.command}: {text.splitlines()[0] if text else type(error).__name__}", file=sys.stderr)
+        first = text.splitlines()[0] if text else type(error).__name__
+        print(redact(f"eve-search {_command_label(args)}: {first}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("eve-search: interrupted; everything recorded so far is kept (continue with --resume)",
               file=sys.stderr)
         return 130
+    except Exception as error:
+        # A store's database failing mid-run (read-only, disk full, server gone): one line; what was
+        # recorded before is kept.
+        line = describe_failure(error)
+        if line is None:
+            raise
+        print(f"eve-search {_command_label(args)}: {line}", file=sys.stderr)
+        return 2
+    finally:
+        # Every command, whatever ended it, leaves each SQLite store it opened whole in its main file
+        # (the write-ahead log checkpointed, the connections closed): console() then skips the
+        # interpreter's last collection, which would otherwise be what closes them.
+        close_stores()
     return 0
 
 
 def console() -> int:
     """The ``eve-search`` console script: :func:`main`, then a quick exit.
 
-    By the time :func:`main` returns, everything is written and closed. The interpreter's last
+    By the time :func:`main` returns, everything is written and closed (each SQLite store checkpointed
+    into its main file, see :func:`eve_search._stores.close_stores`). The interpreter's last
     garbage collection would then walk every object PyTorch and its compiler stack created (about
     0.7 s here, for nothing), so the objects still alive are frozen out of it (``gc.freeze``); exit
     handlers still run and modules are still torn down as usual.

@@ -12,6 +12,7 @@ result: Fashion-MNIST is never reported as MNIST. No MNIST copy ships with this 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
@@ -20,8 +21,9 @@ from typing import Any
 
 import torch
 
-from eve_search.data._idx import FASHION_MNIST_DIR, IdxError, load_idx_splits
-from eve_search.tasks import Config, Splits, Task, hidden_layers, register_task
+from eve_search._argtypes import MAX_MLP_PARAMETERS
+from eve_search.data._idx import FASHION_MNIST_DIR, VALIDATION_FRACTION, IdxError, load_idx_splits
+from eve_search.tasks import Config, Splits, Task, check_batch_size, get_task, hidden_layers, register_task
 
 __all__ = ["PAPER_MNIST", "configure_parser", "run"]
 
@@ -73,7 +75,7 @@ register_task(Task("mnist", f"MNIST-format data from --data-dir: {_DESCRIPTION}"
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search mnist`` to ``parser``."""
-    from eve_search.cli import _positive_int
+    from eve_search import _argtypes as types
     from eve_search.protocol import add_protocol_arguments
 
     parser.description = (
@@ -88,11 +90,24 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         f"t10k-labels-idx1-ubyte, each optionally .gz); default: {FASHION_MNIST_DIR}")
     parser.add_argument("--dataset-name", metavar="NAME", help="what the --data-dir files are, when their "
                         "checksums are not a release eve-search knows (reports print it)")
-    parser.add_argument("--subset", type=_positive_int, metavar="N",
+    parser.add_argument("--subset", type=types.bounded_int(1, types.MAX_ROWS, "more rows than any MNIST-format file "
+                                                            "holds"), metavar="N",
                         help="train on only the first N training rows (quick runs; validation and test stay whole)")
-    parser.add_argument("--width", type=_positive_int, default=MLP_CONFIG["width"], help="hidden width (default 1024)")
-    parser.add_argument("--depth", type=_positive_int, default=MLP_CONFIG["depth"], help="hidden layers (default 2)")
+    parser.add_argument("--width", type=types.bounded_int(1, types.MAX_WIDTH, "the model must fit in memory"),
+                        default=MLP_CONFIG["width"], help="hidden width (default 1024; the model may have at most "
+                        f"{types.MAX_MLP_PARAMETERS:,} weights)")
+    parser.add_argument("--depth", type=types.bounded_int(1, types.MAX_DEPTH, "the model must fit in memory"),
+                        default=MLP_CONFIG["depth"], help=f"hidden layers (default 2, at most {types.MAX_DEPTH})")
     add_protocol_arguments(parser, budget=3000, eval_every=250)
+
+
+def mlp_weights(width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:
+    """The weights and biases of the ``inputs``-``width`` x ``depth``-``classes`` MLP.
+
+    >>> mlp_weights(1024, 2)
+    1863690
+    """
+    return (inputs + 1) * width + (depth - 1) * (width + 1) * width + (width + 1) * classes
 
 
 def _dataset(args: argparse.Namespace) -> tuple[str, str, Splits]:
@@ -110,7 +125,17 @@ def _dataset(args: argparse.Namespace) -> tuple[str, str, Splits]:
         raise UsageError(f"eve-search mnist: argument --dataset-name: {named!r}, but the checksums of the files "
                          f"in {directory} are those of {identified}")
     label = identified or named or f"unidentified MNIST-format data in {directory}"
-    return ("fashion-mnist" if label.lower() == "fashion-mnist" else "mnist"), label, splits
+    task = "fashion-mnist" if label.lower() == "fashion-mnist" else "mnist"
+    batch = get_task(task).batch_size
+    # The smallest training file whose rows left after the validation split fill one minibatch.
+    needed = next(n for n in itertools.count(batch) if n - round(n * VALIDATION_FRACTION) >= batch)
+    try:
+        check_batch_size(splits, batch, Path(directory), hint=(
+            f"give a data set with at least {needed} training images ({VALIDATION_FRACTION:.0%} of the "
+            f"{read.train_images.shape[0]} here are held out for validation)"))
+    except ValueError as error:
+        raise UsageError(f"eve-search mnist: {error}") from None
+    return task, label, splits
 
 
 class _Progress:
@@ -204,7 +229,7 @@ def print_table(summary: dict[str, Any], label: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``eve-search mnist``; returns the exit code (bad input raises ``eve_search.cli.UsageError``)."""
-    from eve_search.cli import UsageError
+    from eve_search.cli import UsageError, _storage_url
     from eve_search.protocol import ProtocolSettings, run_protocol, summarize
 
     if args.cost_mode == "measured" and args.backward_ratio is not None:
@@ -212,6 +237,15 @@ def run(args: argparse.Namespace) -> int:
                          "frozen ratio (got --cost-mode measured)")
     if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
         raise UsageError(f"eve-search mnist: argument --weight-decay: {args.weight_decay!r} (expected a number >= 0)")
+    weights = mlp_weights(args.width, args.depth)
+    if weights > MAX_MLP_PARAMETERS:
+        raise UsageError(f"eve-search mnist: argument --width: {args.width} with --depth {args.depth} is an MLP of "
+                         f"{weights:,} weights, more than {MAX_MLP_PARAMETERS:,} ({4 * weights / 2**30:,.1f} GiB of "
+                         "float32 weights, and EvE keeps about 13 copies of them: a population of 4 with Adam's "
+                         "state)")
+    # The store before the data loads: a store in memory or a read-only one is one line now (the
+    # work directory is created here).
+    storage = _storage_url(args)
     try:
         task, label, splits = _dataset(args)
     except IdxError as error:
@@ -227,11 +261,6 @@ def run(args: argparse.Namespace) -> int:
         model={"width": args.width, "depth": args.depth}, cost_mode=args.cost_mode,
         backward_ratio=args.backward_ratio, subset=args.subset,
         data_dir=str(args.data_dir) if args.data_dir else None, dataset=label)
-    if args.storage:
-        storage = args.storage
-    else:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        storage = f"sqlite:///{(args.workdir / 'results.db').resolve()}"
     with _Progress(f"{label} protocol", args.budget, enabled=not args.quiet) as progress:
         result = run_protocol(settings, storage=storage, resume=args.resume, data=splits, train=not args.report_only, progress=progress)
     summary = summarize(result)

@@ -52,6 +52,7 @@ from typing import Any
 import torch
 
 from eve_search._imports import require
+from eve_search._stores import describe_failure, redact, safe_url
 from eve_search.store import StoreError, open_storage
 from eve_search.tasks import Splits, Task, get_task
 
@@ -252,10 +253,10 @@ class _ProtocolStore:
         try:
             existing = self.name in optuna.get_all_study_names(storage)
             if existing and not resume:
-                raise StoreError(f"--storage {url!r} already holds protocol {self.name!r}; pass --resume to "
+                raise StoreError(f"--storage {safe_url(url)!r} already holds protocol {self.name!r}; pass --resume to "
                                  "continue it (finished runs are skipped), or choose another --storage")
             if not existing and not create:
-                raise StoreError(f"--storage {url!r} holds no protocol {self.name!r} to report (expected the "
+                raise StoreError(f"--storage {safe_url(url)!r} holds no protocol {self.name!r} to report (expected the "
                                  "store and settings of an earlier run; run without --report-only to train)")
             if not existing:
                 self.study = optuna.create_study(study_name=self.name, storage=storage, direction=direction)
@@ -266,7 +267,7 @@ class _ProtocolStore:
                 self.study = optuna.load_study(study_name=self.name, storage=storage)
                 attrs = self.study.user_attrs
                 if attrs.get("kind") != KIND:
-                    raise StoreError(f"--storage {url!r}: study {self.name!r} is not an eve-search protocol")
+                    raise StoreError(f"--storage {safe_url(url)!r}: study {self.name!r} is not an eve-search protocol")
                 saved = attrs.get("settings", {})
                 if saved != defining:
                     different = sorted(k for k in set(saved) | set(defining) if saved.get(k) != defining.get(k))
@@ -276,8 +277,9 @@ class _ProtocolStore:
         except StoreError:
             raise
         except Exception as error:  # noqa: BLE001 a broken or unreachable database: one line
-            raise StoreError(f"--storage {url!r}: {str(error).strip().splitlines()[0] if str(error).strip() else error}"
-                             ) from None
+            text = str(error).strip()
+            reason = describe_failure(error) or redact(text.splitlines()[0] if text else type(error).__name__)
+            raise StoreError(f"--storage {safe_url(url)!r}: {reason}") from None
 
     def finished(self) -> dict[RunKey, dict[str, Any]]:
         done = {}
@@ -404,7 +406,7 @@ def summarize(result: ProtocolResult) -> dict[str, Any]:
         chosen = info["by_lr"].get(f"{info['lr_by_val']:g}") if info["lr_by_val"] is not None else None
         info["wall_over_eve"] = (chosen["wall_seconds"] / eve_wall) if chosen and eve_wall else None
     return {"task": result.settings.task, "dataset": result.settings.dataset, "metric": metric,
-            "mode": result.mode, "study": result.study, "storage": result.storage,
+            "mode": result.mode, "study": result.study, "storage": safe_url(result.storage),
             "settings": asdict(result.settings) | {"model": dict(result.settings.model)},
             "backward_ratios": result.backward_ratios, "runs_finished": len(result.runs),
             "runs_requested": len(result.settings.runs()), "methods": methods}
@@ -416,18 +418,11 @@ PAPER_LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)
 
 
 def lr_list(text: str) -> list[float]:
-    """An argparse type: distinct learning rates, comma-separated, each in [1e-8, 10]."""
-    import argparse
+    """An argparse type: distinct learning rates, comma-separated, each in [1e-8, 10] (see
+    :func:`eve_search._argtypes.lr_list`)."""
+    from eve_search._argtypes import lr_list as parse
 
-    try:
-        values = [float(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
-    if not values or any(not (math.isfinite(v) and 1e-8 <= v <= 10.0) for v in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected learning rates in [1e-8, 10]")
-    if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"{text!r} repeats a learning rate")
-    return values
+    return parse(text)
 
 
 def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None:
@@ -435,28 +430,24 @@ def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None
     ``eve-search lora``), with the command's default ``budget`` and ``eval_every``."""
     from pathlib import Path
 
-    from eve_search.cli import (
-        COST_MODE_HELP,
-        _optimizer_list,
-        _positive_float,
-        _positive_int,
-        seed_list,
-    )
+    from eve_search import _argtypes as types
+    from eve_search.cli import COST_MODE_HELP
     from eve_search.optim import optimizer_names
 
-    parser.add_argument("--optimizer", type=_optimizer_list, default=optimizer_names(), metavar="NAMES",
+    parser.add_argument("--optimizer", type=types.optimizer_list, default=optimizer_names(), metavar="NAMES",
                         help="comma-separated optimizers (default: all nine)")
     parser.add_argument("--lrs", type=lr_list, default=list(PAPER_LR_GRID), metavar="LRS",
                         help="learning-rate grid, run in this order (default 1e-4,3e-4,1e-3,3e-3,1e-2)")
-    parser.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
-                        help="training seeds, e.g. 0-4 (default) or 0,2")
-    parser.add_argument("--budget", type=_positive_int, default=budget, metavar="UNITS",
-                        help=f"evaluation-cost budget of every run (default {budget})")
-    parser.add_argument("--eval-every", type=_positive_int, default=eval_every, metavar="UNITS",
+    parser.add_argument("--seeds", type=types.seed_list, default=list(range(5)), metavar="SEEDS",
+                        help=f"training seeds, e.g. 0-4 (default) or 0,2 (at most {types.MAX_SEEDS})")
+    parser.add_argument("--budget", type=types.budget, default=budget, metavar="UNITS",
+                        help=f"evaluation-cost budget of every run (default {budget}, at most {types.MAX_BUDGET:.0e})")
+    parser.add_argument("--eval-every", type=types.budget, default=eval_every, metavar="UNITS",
                         help=f"validate every this many charged units, and at the budget (default {eval_every})")
-    parser.add_argument("--weight-decay", type=float, default=5e-4, metavar="WD", help="default 5e-4")
+    parser.add_argument("--weight-decay", type=types.weight_decay, default=5e-4, metavar="WD",
+                        help=f"default 5e-4, at most {types.MAX_WEIGHT_DECAY:g}")
     parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
-    parser.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
+    parser.add_argument("--backward-ratio", type=types.backward_ratio, metavar="R", help="pin the calibrated "
                         "backward/forward ratio of every optimizer instead of measuring it once per optimizer")
     parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
                         "sqlite:///<workdir>/results.db)")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eve_search._plugins import reported
 from eve_search.audit._core import (
     DEFAULT_BUDGETS,
     KEEP_RATE,
@@ -31,73 +32,53 @@ DESCRIPTION = (
     "continues, a finished one is reported without training.")
 
 
-def _budget_list(text: str) -> tuple[int, ...]:
-    from eve_search.cli import _rung_list
-
-    return _rung_list(text)
-
-
-def _nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number >= 0")
-    return value
-
-
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the ``adult`` sub-command (and its options) to the ``audit`` parser."""
-    from eve_search.cli import (
-        COST_MODE_HELP,
-        _fraction,
-        _optimizer_list,
-        _positive_float,
-        _positive_int,
-        _space_list,
-        seed_list,
-    )
+    from eve_search import _argtypes as types
+    from eve_search.cli import COST_MODE_HELP
 
     datasets = parser.add_subparsers(dest="dataset", required=True, parser_class=type(parser))
     adult = datasets.add_parser(
         "adult", help="how much compute a trustworthy ranking costs, per trainer, on UCI Adult (or --task TASK)",
         description=DESCRIPTION)
-    adult.add_argument("--space", type=_space_list, default=None, metavar="SPACES",
+    adult.add_argument("--space", type=types.space_list, default=None, metavar="SPACES",
                        help="comma-separated search spaces (default: the task's, for Adult hp,arch)")
-    adult.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
+    adult.add_argument("--seeds", type=types.seed_list, default=list(range(5)), metavar="SEEDS",
                        help="training seeds, e.g. 0-4 (default) or 0,1,2")
-    adult.add_argument("--proxies", type=_optimizer_list, default=["eve", "adam", "sgd_momentum"], metavar="NAMES",
+    adult.add_argument("--proxies", type=types.optimizer_list, default=["eve", "adam", "sgd_momentum"], metavar="NAMES",
                        help="the cheap trainers audited (default: eve,adam,sgd_momentum)")
-    adult.add_argument("--truth", type=_optimizer_list, default=["adam"], metavar="NAME",
+    adult.add_argument("--truth", type=types.optimizer_list, default=["adam"], metavar="NAME",
                        help="the reference trainer whose score at the last budget is the truth (default: adam)")
-    adult.add_argument("--budgets", type=_budget_list, default=DEFAULT_BUDGETS, metavar="B1,B2,...",
+    adult.add_argument("--budgets", type=types.rung_list, default=DEFAULT_BUDGETS, metavar="B1,B2,...",
                        help="the grid of budgets, whole evaluation units; the last is full training "
                             f"(default {','.join(map(str, DEFAULT_BUDGETS))})")
-    adult.add_argument("--task", default="adult", metavar="TASK",
+    adult.add_argument("--task", default="adult", type=types.name("a registered task"), metavar="TASK",
                        help="audit another registered task (default: adult)")
-    adult.add_argument("--fraction", type=_fraction, default=None, metavar="F",
+    adult.add_argument("--fraction", type=types.fraction, default=None, metavar="F",
                        help="the top share a proxy must keep the true best in (default 1/3, what successive "
                             "halving promotes)")
-    adult.add_argument("--keep-rate", type=_fraction, default=KEEP_RATE, metavar="R",
+    adult.add_argument("--keep-rate", type=types.fraction, default=KEEP_RATE, metavar="R",
                        help=f"share of seeds in which the true best must be kept (default {KEEP_RATE:g}: 4 of 5)")
-    adult.add_argument("--regret-threshold", type=_nonnegative_float, default=REGRET_THRESHOLD, metavar="X",
+    adult.add_argument("--regret-threshold", type=types.bounded_float(0.0, math.inf), default=REGRET_THRESHOLD,
+                       metavar="X",
                        help=f"mean top-1 regret called small, in points for accuracy (default {REGRET_THRESHOLD:g})")
-    adult.add_argument("--configs", type=_positive_int, default=48, metavar="N",
-                       help="configurations sampled (configuration seed 0; default 48)")
+    adult.add_argument("--configs", type=types.configs, default=48, metavar="N",
+                       help=f"configurations sampled (configuration seed 0; default 48, at most {types.MAX_CONFIGS:,})")
     adult.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
                        "sqlite:///<workdir>/results.db)")
     adult.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
                        help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
     adult.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the task's data")
     adult.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
-    adult.add_argument("--backward-ratio", type=_positive_float, metavar="R", help="pin the calibrated "
+    adult.add_argument("--backward-ratio", type=types.backward_ratio, metavar="R", help="pin the calibrated "
                        "backward/forward ratio instead of measuring it per model shape")
-    adult.add_argument("--resamples", type=_positive_int, default=1000, metavar="N",
-                       help="bootstrap resamples (default 1000)")
+    adult.add_argument("--resamples", type=types.resamples, default=1000, metavar="N",
+                       help=f"bootstrap resamples (default 1000, at most {types.MAX_RESAMPLES:,})")
     adult.add_argument("--json", type=Path, metavar="PATH", help="write every measure as JSON")
     adult.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                       help="import MODULE first (it may register tasks, spaces or optimizers); repeatable")
+                       help="import MODULE first (it may register tasks, spaces or optimizers): a path to a .py "
+                            "file, loaded by its path, or a module name, looked up among the installed packages "
+                            "and then in the current directory; repeatable")
     adult.add_argument("--quiet", action="store_true", help="no progress display and no table")
 
 
@@ -192,6 +173,7 @@ def _print_tables(document: dict[str, Any]) -> None:
                   f"{document['trained_runs']}")
 
 
+@reported
 def run(args: argparse.Namespace) -> int:
     """Check every input and the store, train what is missing, print and write the report."""
     from eve_search.cli import (
@@ -200,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         _storage_url,
         check_output_path,
     )
+    from eve_search._stores import safe_url
     from eve_search.tasks import get_task, task_names
 
     command = "audit adult"
@@ -241,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
                                        resamples=args.resamples)
                    for space in spaces}
     document = {"kind": "audit", "task": args.task, "spaces": reports, "proxies": args.proxies, "truth": truth,
-                "seeds": args.seeds, "budgets": list(args.budgets), "storage": storage,
+                "seeds": args.seeds, "budgets": list(args.budgets), "storage": safe_url(storage),
                 "wall_seconds": time.perf_counter() - started, "trained_runs": trained}
     if not args.quiet:
         _print_tables(document)

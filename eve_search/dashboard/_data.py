@@ -116,7 +116,7 @@ def _open_storage(url: str):
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 sqlalchemy raises several kinds for a malformed URL
         raise StoreError(f"--storage {url!r}: not an SQLAlchemy URL (expected e.g. sqlite:///runs/results.db "
-                         "or postgresql://user@host/db)") from None
+                         "or postgresql+psycopg2://user@host/db)") from None
     local = parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
     if local and not Path(parsed.database).is_file():
         # Opening a missing SQLite file would create an empty store; a typo should say so instead.

@@ -34,7 +34,7 @@ PAPER_LORA: dict[str, dict[str, str]] = {
 }
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search lora`` to ``parser``."""
-    from eve_search.cli import _positive_float, _positive_int
+    from eve_search import _argtypes as types
     from eve_search.protocol import add_protocol_arguments
 
     parser.description = (
@@ -51,12 +51,37 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "Qwen2 model")
     parser.add_argument("--data", type=Path, metavar="PATH", help="instruction records as JSON lines or a JSON "
                         "list with 'instruction', 'input', 'output' (Alpaca's format); default: the bundled set")
-    parser.add_argument("--rank", type=_positive_int, metavar="R", help="LoRA rank (default: 32 with --model, "
-                        "as in the paper; 8 for the small model, whose hidden width is 64)")
-    parser.add_argument("--alpha", type=_positive_float, metavar="A", help="LoRA alpha (default: 2 x rank)")
-    parser.add_argument("--max-length", type=_positive_int, default=512, metavar="TOKENS",
-                        help="token cap per example (default 512)")
+    parser.add_argument("--rank", type=types.bounded_int(1, types.MAX_RANK, "no model here is that wide"), metavar="R",
+                        help="LoRA rank (default: 32 with --model, as in the paper; 8 for the small model, whose "
+                             "hidden width is 64); at most the model's hidden size")
+    parser.add_argument("--alpha", type=types.bounded_float(0.0, types.MAX_ALPHA, "alpha / rank scales every adapter's "
+                                                            "output", low_open=True),
+                        metavar="A", help=f"LoRA alpha (default: 2 x rank; at most {types.MAX_ALPHA:g})")
+    parser.add_argument("--max-length", type=types.bounded_int(2, types.MAX_TOKENS, "the longest context of the models "
+                                                                "this runs; memory grows with it"),
+                        default=512, metavar="TOKENS", help=f"token cap per example (default 512, from 2 to "
+                                                            f"{types.MAX_TOKENS:,})")
     add_protocol_arguments(parser, budget=300, eval_every=25)
+
+
+def _hidden_size(model: Path | None) -> int | None:
+    """The hidden size of the small built-in model, or the one ``model``'s config.json states (None
+    when it states none that can be read; the model's own loading then decides)."""
+    if model is None:
+        from eve_search.lora._model import SmallModelShape
+
+        return SmallModelShape().hidden_size
+    from eve_search.lora._model import check_model_dir
+
+    check_model_dir(model)  # no named pipe or device among its files: the read below cannot block
+    try:
+        with open(model / "config.json", "rb") as file:
+            text = file.read(1 << 20)
+        config = json.loads(text)
+    except (OSError, ValueError, RecursionError):
+        return None
+    value = config.get("hidden_size", config.get("d_model")) if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _task_name(settings: Any) -> str:
@@ -148,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from eve_search._imports import MissingExtraError
-    from eve_search.cli import UsageError
+    from eve_search.cli import UsageError, _storage_url
     from eve_search.lora._instructions import InstructionDataError
     from eve_search.lora._model import LoraModelError
     from eve_search.lora._task import LoraSettings, lora_task
@@ -169,6 +194,14 @@ def run(args: argparse.Namespace) -> int:
                          "JSON list of instruction records)")
     if args.max_length < 2:
         raise UsageError(f"{prog}: argument --max-length: {args.max_length} (expected >= 2)")
+    hidden = _hidden_size(args.model)
+    if args.rank is not None and hidden is not None and args.rank > hidden:
+        raise UsageError(f"{prog}: argument --rank: {args.rank} is more than the model's hidden size {hidden} (an "
+                         "adapter of higher rank is no longer low-rank: it holds more weights than the layer it "
+                         "adapts)")
+    # The store before the model loads: a store in memory or a read-only one is one line now (the
+    # work directory is created here).
+    storage = _storage_url(args)
     settings = LoraSettings(args.model, args.data, rank=args.rank, alpha=args.alpha, max_length=args.max_length)
     name = _task_name(settings)
     task = lora_task(settings, name=name)
@@ -185,11 +218,6 @@ def run(args: argparse.Namespace) -> int:
         name, optimizers=tuple(args.optimizer), lrs=tuple(args.lrs), seeds=tuple(args.seeds), budget=args.budget,
         eval_every=args.eval_every, weight_decay=args.weight_decay, cost_mode=args.cost_mode,
         backward_ratio=args.backward_ratio, dataset=_describe(settings))
-    if args.storage:
-        storage = args.storage
-    else:
-        args.workdir.mkdir(parents=True, exist_ok=True)
-        storage = f"sqlite:///{(args.workdir / 'results.db').resolve()}"
     result = run_protocol(protocol, storage=storage, resume=args.resume, data=splits, train=not args.report_only,
                           progress=_Progress(enabled=not args.quiet))
     summary = summarize(result)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 from typing import Any
 
+from eve_search._stores import redact, safe_url
 from eve_search.store import StoreError
 from eve_search.synthetic._functions import FUNCTIONS, function_names
 from eve_search.synthetic._stats import PAPER_WIN_TIE_LOSS, analyse, win_tie_loss
@@ -31,60 +31,36 @@ _PROG = "eve-search bench synthetic"
 
 
 def _function_list(text: str) -> list[str]:
+    from eve_search._argtypes import shown
+
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in FUNCTIONS]
     if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown function {', '.join(map(repr, unknown or [text]))} (expected "
+        raise argparse.ArgumentTypeError(f"unknown function {', '.join(map(shown, unknown[:3] or [text]))} (expected "
                                          f"a comma-separated list of: {', '.join(function_names())})")
     if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"{text!r} names a function twice")
+        raise argparse.ArgumentTypeError(f"{shown(text)} names a function twice")
     return [name for name in function_names() if name in names]
-
-
-def _dim_list(text: str) -> list[int]:
-    dims = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            value = float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{part!r} is not a dimension (expected integers such as 2,10,1e5)") \
-                from None
-        if not (math.isfinite(value) and value == int(value) and 2 <= value <= 10**8):
-            raise argparse.ArgumentTypeError(f"{part!r} is not a dimension (expected an integer from 2 to 1e8)")
-        dims.append(int(value))
-    if len(set(dims)) != len(dims):
-        raise argparse.ArgumentTypeError(f"{text!r} repeats a dimension")
-    return sorted(dims)
-
-
-def _budget(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value >= 10):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number of evaluation units >= 10")
-    return value
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the command's arguments to ``parser`` (the ``synthetic`` parser under ``bench``)."""
-    from eve_search.cli import seed_list
+    from eve_search import _argtypes as types
 
     parser.add_argument("--functions", type=_function_list, default=function_names(), metavar="NAMES",
                         help=f"comma-separated test functions (default: all of {','.join(function_names())})")
-    parser.add_argument("--dims", type=_dim_list, default=list(DEFAULT_DIMS), metavar="N,N,...",
+    parser.add_argument("--dims", type=types.dim_list, default=list(DEFAULT_DIMS), metavar="N,N,...",
                         help="dimensions, e.g. 2,10,1e5 (default: the paper's 2,10,20,50,100,200,500,1000,1e5,1e6)")
-    parser.add_argument("--seeds", type=seed_list, default=list(range(21)), metavar="SEEDS",
+    parser.add_argument("--seeds", type=types.seed_list, default=list(range(21)), metavar="SEEDS",
                         help="seeds, e.g. 0-20 (default, the paper's 21) or 0,3,7")
-    parser.add_argument("--budget", type=_budget, default=2000.0, metavar="B",
-                        help="evaluation-cost budget per run (default 2000, the paper's)")
+    parser.add_argument("--budget", type=types.bounded_float(10.0, types.MAX_BUDGET, types.WHY_BUDGET),
+                        default=2000.0, metavar="B",
+                        help="evaluation-cost budget per run (default 2000, the paper's; from 10 to 1e9)")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu", help="what times each pass: 'cpu' "
                         "(default), the thread's CPU time with torch on one thread, so time the machine gives "
                         "to other processes is never charged; 'wall', the wall clock, for a dedicated machine")
-    parser.add_argument("--alpha", type=float, default=0.05, help="family-wise level of the Holm-Bonferroni "
-                        "correction over every test (default 0.05)")
+    parser.add_argument("--alpha", type=float, default=0.05,  # checked in run(): in (0, 1), so finite
+                        help="family-wise level of the Holm-Bonferroni correction over every test (default 0.05)")
     parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
                         "sqlite:///<workdir>/results.db)")
     parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"), metavar="DIR",
@@ -142,7 +118,7 @@ def _document(args: argparse.Namespace, store: SuiteStore, records: dict[str, Ru
         }
     totals = [sum(counts.get(f, (0, 0, 0))[k] for f in counts) for k in range(3)]
     return {
-        "study": store.name, "storage": store.storage, "budget": args.budget, "clock": args.clock,
+        "study": store.name, "storage": safe_url(store.storage), "budget": args.budget, "clock": args.clock,
         "alpha": args.alpha,
         "settings": store.study.user_attrs.get("settings"),
         "functions": args.functions, "dims": args.dims, "seeds": args.seeds,
@@ -247,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = SuiteStore(_storage_url(args), args.budget, args.clock)
     except StoreError as error:
-        raise _usage("--storage", str(error)) from None
+        raise _usage("--storage", redact(str(error))) from None
     progress = _Progress(enabled=not args.quiet and not args.report_only)
     progress.start()
     try:
@@ -258,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     document = _document(args, store, records, ran, time.perf_counter() - started)
     if not document["cells"]:
         raise _usage("--report-only" if args.report_only else "--seeds",
-                     f"no cell of the selection has runs of both methods in {store.storage!r}")
+                     f"no cell of the selection has runs of both methods in {safe_url(store.storage)!r}")
     if not args.quiet:
         _print_tables(document)
     if args.json is not None:
