@@ -129,6 +129,8 @@ def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, b
             trial.load(job.checkpoint)
         except CheckpointError:
             trial = fresh()  # replayed exactly from the start, as the in-process engine does
+        if trial.budget > job.budgets[-1]:  # a checkpoint past this rung (its record was removed): replay
+            trial = fresh()
     for budget in job.budgets:
         if trial.budget < budget:
             trial.train_to(budget)

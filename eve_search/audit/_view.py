@@ -51,8 +51,9 @@ def _group(records: list[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[
             index = trial["user_attrs"].get("config_index")
             if not isinstance(index, int):
                 continue
-            details[index] = {int(v["budget"]): v for k, v in trial["user_attrs"].items()
-                              if k.startswith("rung_") and isinstance(v, Mapping) and "budget" in v}
+            details[index] = {v["budget"]: v for k, v in trial["user_attrs"].items()
+                              if k.startswith("rung_") and isinstance(v, Mapping)
+                              and isinstance(v.get("budget"), int) and not isinstance(v["budget"], bool)}
             finished += trial["state"] in FINISHED and set(details[index]) >= set(budgets)
         group["runs"][(trainer, seed)] = details
         expected = settings.get("configs")

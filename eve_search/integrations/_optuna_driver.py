@@ -43,7 +43,7 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
-from eve_search.checkpoint import CheckpointError, save_atomically
+from eve_search.checkpoint import CheckpointError, remove_checkpoint, save_atomically
 from eve_search.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -317,7 +317,7 @@ class ShaWorker:
                 self.report.completed += 1
             else:
                 self.study.tell(live.number, state=TrialState.PRUNED)
-                self.checkpoint_path(index).unlink(missing_ok=True)  # a pruned trial never trains again
+                remove_checkpoint(self.checkpoint_path(index))  # a pruned trial never trains again
                 self.report.pruned += 1
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
             return False  # failed as stale while held (a stalled worker): its queued retry is ended instead
@@ -352,6 +352,12 @@ class ShaWorker:
             except optuna.exceptions.UpdateFinishedTrialError:
                 heartbeat.hold(None)  # failed as stale while this worker trained it: its retry takes over
                 continue
+            except CheckpointError:
+                # The checkpoint folder, not the configuration, is at fault (a directory in a file's place,
+                # a read-only folder): the trial goes back to the queue and the command stops in one line;
+                # once fixed, --resume trains it again from what was recorded.
+                self._release(trial_id, heartbeat)
+                raise
             except Exception as error:  # noqa: BLE001 the configuration fails for good; the cohort goes on
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 reason = f"{type(error).__name__}: {message}"
