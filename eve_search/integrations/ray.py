@@ -6,16 +6,20 @@ from eve_search.integrations._ray import (
     STATE_FILE,
     EveTrainable,
     SynchronousSHAScheduler,
+    SynchronousSHAWarning,
     config_index,
     load_scheduler_state,
 )
 from eve_search.integrations._ray_sweep import run_sweep_on_ray
+from eve_search.ledger import DEFAULT_RUNGS as PAPER_RUNGS
 
 __all__ = [
     "INDEX_KEY",
+    "PAPER_RUNGS",
     "STATE_FILE",
     "EveTrainable",
     "SynchronousSHAScheduler",
+    "SynchronousSHAWarning",
     "config_index",
     "load_scheduler_state",
     "run_sweep_on_ray",

@@ -147,3 +147,29 @@ class NoCostTrainable(tune.Trainable if tune is not None else object):
 
     def step(self):
         return {"accuracy": 0.5}
+
+
+class ModelOnlyTrainable(tune.Trainable if tune is not None else object):
+    """A class Trainable as Ray's MNIST example writes it (a small model on synthetic data, EvE in place
+    of the torch optimizer): its checkpoint holds the model's state_dict only."""
+
+    def setup(self, config):
+        g = torch.Generator().manual_seed(7)
+        self.x = torch.randn(256, 4, generator=g)
+        self.y = (self.x[:, 0] + 0.5 * self.x[:, 1] > 0).long()
+        torch.manual_seed(int(config["seed"]))
+        self.model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+        self.optimizer = EvE(self.model.parameters(), lr=float(config["lr"]), seed=int(config["seed"]))
+
+    def step(self):
+        for _ in range(3):
+            self.optimizer.step(lambda: torch.nn.functional.cross_entropy(self.model(self.x), self.y))
+        with torch.no_grad():
+            accuracy = (self.model(self.x).argmax(1) == self.y).double().mean().item()
+        return {"accuracy": accuracy}
+
+    def save_checkpoint(self, checkpoint_dir):
+        torch.save(self.model.state_dict(), Path(checkpoint_dir) / "model.pth")
+
+    def load_checkpoint(self, checkpoint_dir):
+        self.model.load_state_dict(torch.load(Path(checkpoint_dir) / "model.pth", weights_only=True))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from eve_search.integrations.ray import (
     STATE_FILE,
     EveTrainable,
     SynchronousSHAScheduler,
+    SynchronousSHAWarning,
     load_scheduler_state,
     run_sweep_on_ray,
 )
@@ -63,7 +65,7 @@ def sweep_tuner(storage: Path, name: str, *, collect=None, max_failures=0, **tra
     return tune.Tuner(
         trainable, param_space=param_space(),
         tune_config=tune.TuneConfig(metric="accuracy", mode="max", reuse_actors=True,
-                                    scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+                                    scheduler=SynchronousSHAScheduler(time_attr="eval_cost", rungs=RUNGS)),
         run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
                                   callbacks=[collect] if collect is not None else [],
                                   failure_config=tune.FailureConfig(max_failures=max_failures)))
@@ -89,7 +91,10 @@ def outcome(grid, experiment: Path) -> dict:
 def uninterrupted(ray_address, tmp_path_factory):
     storage = tmp_path_factory.mktemp("ray-uninterrupted")
     collect = Collect()
-    grid = sweep_tuner(storage, "sweep", collect=collect).fit()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grid = sweep_tuner(storage, "sweep", collect=collect).fit()
+    assert [str(w.message) for w in caught if issubclass(w.category, SynchronousSHAWarning)] == []
     return outcome(grid, storage / "sweep"), collect.results
 
 
@@ -135,13 +140,15 @@ def test_bad_arguments_name_the_argument():
 def test_no_metric_and_results_without_time_attr_are_refused(ray_address, tmp_path):
     tuner = tune.Tuner(tune.with_parameters(EveTrainable, task=RAY_TINY, rungs=RUNGS, backward_ratio=2.0),
                        param_space=param_space(CONFIGS[:2]),
-                       tune_config=tune.TuneConfig(scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+                       tune_config=tune.TuneConfig(
+                           scheduler=SynchronousSHAScheduler(time_attr="eval_cost", rungs=RUNGS)),
                        run_config=tune.RunConfig(name="nometric", storage_path=str(tmp_path), verbose=0))
     with pytest.raises(Exception, match=r"Invalid metric: None \(expected SynchronousSHAScheduler\(metric=\.\.\.\)"):
         tuner.fit()
     tuner = tune.Tuner(NoCostTrainable, param_space={"x": tune.grid_search([1, 2])},
                        tune_config=tune.TuneConfig(metric="accuracy", mode="max",
-                                                   scheduler=SynchronousSHAScheduler(rungs=RUNGS)),
+                                                   scheduler=SynchronousSHAScheduler(time_attr="eval_cost",
+                                                                                     rungs=RUNGS)),
                        run_config=tune.RunConfig(name="nocost", storage_path=str(tmp_path), verbose=0))
     with pytest.raises(Exception, match=r"reported no 'eval_cost' \(the scheduler's time_attr\)"):
         tuner.fit()

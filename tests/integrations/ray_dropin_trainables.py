@@ -1,0 +1,79 @@
+"""Function trainables and a searcher in the style of Ray Tune's own examples, for
+tests/integrations/test_ray_dropin.py. Nothing here imports torch, so that each Ray actor that
+imports this module starts in about a second."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+try:
+    from ray import tune
+    from ray.tune.search import Searcher
+except ImportError:  # the module is only imported where ray is installed
+    tune = Searcher = None
+
+
+def score_at(config, step):
+    """A deterministic learning curve: rises with the step, ranked by ``config["quality"]``."""
+    return float(config["quality"]) * (1.0 - 0.5 ** step)
+
+
+def _report(config, step, started, checkpoint=None):
+    metrics = {"score": score_at(config, step), "step": step, "started": started, "ended": time.time()}
+    if checkpoint is None:
+        tune.report(metrics)
+    else:
+        tune.report(metrics, checkpoint=checkpoint)
+
+
+def objective_without_checkpoint(config):
+    """A function trainable as most of Ray's examples write it: it reports each step and never
+    loads or saves a checkpoint, so a paused trial starts over."""
+    for step in range(1, int(config["steps"]) + 1):
+        started = time.time()
+        time.sleep(float(config.get("sleep", 0.0)))
+        _report(config, step, started)
+
+
+def objective_with_checkpoint(config):
+    """A function trainable that resumes: it loads ``tune.get_checkpoint()`` and reports a checkpoint
+    with every step."""
+    first = 1
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as folder:
+            first = json.loads((Path(folder) / "state.json").read_text())["step"] + 1
+    for step in range(first, int(config["steps"]) + 1):
+        started = time.time()
+        time.sleep(float(config.get("sleep", 0.0)))
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "state.json").write_text(json.dumps({"step": step}))
+            _report(config, step, started, tune.Checkpoint.from_directory(folder))
+
+
+
+class LazySearcher(Searcher if Searcher is not None else object):
+    """A searcher that suggests ``batch`` configurations, then nothing until all of them have ended
+    (as a batch Bayesian optimizer does); ``total`` in all, then it runs out."""
+
+    def __init__(self, qualities, batch, metric="score", mode="max"):
+        super().__init__(metric=metric, mode=mode)
+        self.qualities = list(qualities)
+        self.batch = batch
+        self.live = set()
+        self.given = 0
+
+    def suggest(self, trial_id):
+        if self.given >= len(self.qualities):
+            return Searcher.FINISHED
+        if self.live and (len(self.live) >= self.batch or self.given % self.batch == 0):
+            return None
+        self.live.add(trial_id)
+        self.given += 1
+        return {"quality": self.qualities[self.given - 1], "steps": 3}
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        self.live.discard(trial_id)

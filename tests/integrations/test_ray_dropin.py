@@ -1,0 +1,305 @@
+"""SynchronousSHAScheduler swapped into scripts written the way Ray Tune's own examples are: function
+trainables with and without checkpoints, a class Trainable that saves only its model, OptunaSearch
+behind a ConcurrencyLimiter, max_concurrent_trials, an endless search with a time budget, and
+searchers that wait or run out. Each run is small, has a time budget (a hang fails the test instead
+of stalling CI; a watchdog ends the process if even that fails) and checks that every decided rung
+promoted exactly the top fraction of its cohort."""
+
+from __future__ import annotations
+
+import faulthandler
+import math
+import time
+import warnings
+
+import pytest
+import ray
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ray import tune
+from ray.tune.search import ConcurrencyLimiter
+
+from eve_search.integrations.ray import PAPER_RUNGS, SynchronousSHAScheduler, SynchronousSHAWarning
+from tests.integrations.ray_dropin_trainables import (
+    LazySearcher,
+    objective_with_checkpoint,
+    objective_without_checkpoint,
+)
+
+BUDGET_S = 150  # Tune's time budget for one run: a run that hangs ends here, and the test fails
+WATCHDOG_S = 300  # past this, the process dumps every thread's stack and exits: CI fails, never stalls
+QUALITIES = [0.9, 0.8, 0.3, 0.5, 0.4, 0.6]  # the best two start first, so they are paused, not left idle
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def watchdog():
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+class Collect(tune.Callback):
+    """Every result of every trial, in arrival order, on the driver."""
+
+    def __init__(self):
+        self.results = []
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self.results.append((trial.trial_id, dict(result)))
+
+    def of(self, trial_id, key):
+        return [r[key] for t, r in self.results if t == trial_id]
+
+
+def fit(tmp_path, trainable, scheduler, param_space=None, **tune_config):
+    """Run one small experiment; returns (grid, collected results, SynchronousSHAWarnings, seconds)."""
+    collect = Collect()
+    tune_config.setdefault("time_budget_s", BUDGET_S)
+    tune_config.setdefault("reuse_actors", True)
+    tuner = tune.Tuner(trainable, param_space=param_space or {},
+                       tune_config=tune.TuneConfig(scheduler=scheduler, **tune_config),
+                       run_config=tune.RunConfig(name="run", storage_path=str(tmp_path), verbose=0,
+                                                 callbacks=[collect]))
+    start = time.monotonic()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        grid = tuner.fit()
+    seconds = time.monotonic() - start
+    ours = [str(w.message) for w in caught if issubclass(w.category, SynchronousSHAWarning)]
+    return grid, collect, ours, seconds
+
+
+def grid_space(qualities=QUALITIES, steps=3, **extra):
+    return {"quality": tune.grid_search(list(qualities)), "steps": steps, **extra}
+
+
+def check_rungs(scheduler, collect, metric="score", complete_only=False):
+    """Every decided rung promoted exactly the best ceil(cohort / reduction_factor) by the score the
+    trial reported at that rung (none at the last rung), and stopped the rest; returns the ledgers
+    whose every rung was decided."""
+    complete = []
+    for ledger in scheduler.ledgers:
+        decisions = ledger.decisions()
+        if complete_only and len(decisions) < len(scheduler.rungs):
+            continue
+        assert len(decisions) == len(scheduler.rungs), f"a cohort was left undecided: {scheduler.debug_string()}"
+        for decision in decisions:
+            cohort = decision.promoted + decision.stopped
+            scores = {}
+            for trial_id in cohort:
+                reached = [r[metric] for t, r in collect.results
+                           if t == trial_id and r[scheduler.time_attr] == decision.budget]
+                scores[trial_id] = reached[0]
+            last = decision.rung == len(scheduler.rungs) - 1
+            best = sorted(cohort, key=lambda t: -scores[t])
+            expected = [] if last else best[: max(1, math.ceil(len(cohort) * scheduler.fraction - 1e-9))]
+            assert decision.promoted == expected
+            assert sorted(decision.stopped) == sorted(set(cohort) - set(expected))
+            if decision.rung + 1 < len(scheduler.rungs):  # the promoted trials are next rung's cohort
+                assert sorted(ledger.cohort(decision.rung + 1)) == sorted(expected)
+        complete.append(ledger)
+    return complete
+
+
+def check_ended_at_their_rung(grid, scheduler):
+    """Each trial stopped at the rung it lost (or completed the last rung): nothing left PAUSED."""
+    for ledger in scheduler.ledgers:
+        for decision in ledger.decisions():
+            for trial_id in decision.stopped:
+                result = next(r for r in grid if r.metrics.get("trial_id") == trial_id)
+                assert result.metrics[scheduler.time_attr] == decision.budget
+    assert {r.metrics.get("trial_id") for r in grid} >= {t for ledger in scheduler.ledgers for t in ledger.members}
+
+
+# Arguments -------------------------------------------------------------------------------------------
+
+
+def test_asha_vocabulary_derives_the_rungs():
+    assert SynchronousSHAScheduler().rungs == (1, 3, 9, 27, 81, 100)  # grace_period=1, reduction_factor=3, max_t=100
+    assert SynchronousSHAScheduler().time_attr == "training_iteration"
+    scheduler = SynchronousSHAScheduler(time_attr="epoch", grace_period=2, reduction_factor=2, max_t=20)
+    assert scheduler.rungs == (2, 4, 8, 16, 20) and scheduler.fraction == 0.5 and scheduler.reduction_factor == 2
+    assert SynchronousSHAScheduler(max_t=1).rungs == (1,)
+    assert SynchronousSHAScheduler(time_attr="eval_cost").rungs == PAPER_RUNGS == (100, 300, 900, 2700, 3000)
+    assert SynchronousSHAScheduler(time_attr="eval_cost", grace_period=50, max_t=450).rungs == (50, 150, 450)
+    assert SynchronousSHAScheduler(rungs=(5, 10), fraction=0.5).rungs == (5, 10)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"rungs": (1, 3), "max_t": 9}, r"Invalid rungs: \(1, 3\) \(expected either rungs=\.\.\. or grace_period/max_t"),
+    ({"fraction": 0.5, "reduction_factor": 3}, r"Invalid fraction: 0\.5 \(expected 1 / reduction_factor = 0\.3333"),
+    ({"reduction_factor": 1}, r"Invalid reduction_factor: 1 \(expected a number above 1\)"),
+    ({"grace_period": 0}, r"Invalid grace_period: 0 \(expected a positive whole number of steps\)"),
+    ({"max_t": 2.5}, r"Invalid max_t: 2\.5 \(expected a positive whole number of steps\)"),
+    ({"grace_period": 10, "max_t": 5}, r"Invalid max_t: 5 \(expected at least grace_period, 10\)"),
+    ({"cohort_size": 1}, r"Invalid cohort_size: 1 \(expected a whole number of trials, at least 2\)"),
+    ({"fraction": 1}, r"Invalid fraction: 1\.0 \(rungs from grace_period and max_t need a reduction_factor"),
+])
+def test_bad_arguments_name_the_argument(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SynchronousSHAScheduler(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(grace=st.integers(1, 40), factor=st.sampled_from([1.5, 2, 2.5, 3, 4]), span=st.integers(0, 500))
+def test_derived_rungs_start_at_grace_period_end_at_max_t_and_grow_geometrically(grace, factor, span):
+    rungs = SynchronousSHAScheduler(grace_period=grace, reduction_factor=factor, max_t=grace + span).rungs
+    assert rungs[0] == grace and rungs[-1] == grace + span
+    assert all(b > a for a, b in zip(rungs, rungs[1:]))
+    assert all(b <= math.ceil(a * factor) for a, b in zip(rungs, rungs[1:]))  # no rung is skipped
+    assert len(rungs) <= 2 + math.log(max(1, span + grace) / grace, factor)
+
+
+# Errors at the earliest moment ------------------------------------------------------------------------
+
+
+def test_no_cohort_for_an_endless_search_or_no_metric_fails_at_setup(local_ray, tmp_path):
+    with pytest.raises(ValueError, match=r"Invalid cohort_size: None \(num_samples=-1 is an endless search"):
+        fit(tmp_path, objective_with_checkpoint, SynchronousSHAScheduler(max_t=3),
+            {"quality": tune.uniform(0, 1), "steps": 3}, metric="score", mode="max", num_samples=-1, time_budget_s=30)
+    with pytest.raises(ValueError, match=r"Invalid metric: None \(expected SynchronousSHAScheduler\(metric=\.\.\.\)"):
+        fit(tmp_path, objective_with_checkpoint, SynchronousSHAScheduler(max_t=3), grid_space())
+    assert not list(tmp_path.glob("run/objective_*"))  # no trial was started
+
+
+def test_a_missing_time_attr_or_metric_is_named_at_the_first_result(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(time_attr="epoch", max_t=3)
+    with pytest.raises(Exception, match=r"reported no 'epoch' \(the scheduler's time_attr\); it reported: ended, "
+                                        r"score, started, step \(and Tune's training_iteration"):
+        fit(tmp_path / "a", objective_with_checkpoint, scheduler, grid_space(QUALITIES[:2]), metric="score",
+            mode="max")
+    scheduler = SynchronousSHAScheduler(max_t=3, metric="accuracy", mode="max")  # Tune checks the metric itself
+    with pytest.raises(Exception, match=r"did not include the specified metric\(s\) `accuracy` that "
+                                        r"`SynchronousSHAScheduler` expects"):
+        fit(tmp_path / "b", objective_with_checkpoint, scheduler, grid_space(QUALITIES[:2]))
+
+
+# Function trainables ------------------------------------------------------------------------------------
+
+
+def test_a_function_trainable_without_checkpoints_is_warned_and_still_halved(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(max_t=3)  # rungs 1 and 3: 6 trials, 2 go on
+    grid, collect, warned, seconds = fit(tmp_path, objective_without_checkpoint, scheduler, grid_space(),
+                                         metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors
+    assert check_rungs(scheduler, collect) == scheduler.ledgers and len(scheduler.ledgers) == 1
+    assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 4), (3, 0, 2)]
+    check_ended_at_their_rung(grid, scheduler)
+    # The promoted trials were paused without a checkpoint, so they started over: one warning says so
+    # and names the fix.
+    restarted = [t for t in scheduler.decisions()[0].promoted if collect.of(t, "step")[:2] == [1, 1]]
+    assert restarted
+    assert len([w for w in warned if "after a pause at rung 1: it started over instead of resuming" in w]) == 1
+    assert any("tune.get_checkpoint()" in w and "checkpoint=" in w for w in warned)
+
+
+def test_a_function_trainable_with_get_checkpoint_resumes_without_warnings(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, grid_space(),
+                                         metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    check_rungs(scheduler, collect)
+    check_ended_at_their_rung(grid, scheduler)
+    for trial_id in scheduler.decisions()[0].promoted:  # paused at rung 1, resumed at step 2
+        assert collect.of(trial_id, "step") == [1, 2, 3] == collect.of(trial_id, "training_iteration")
+
+
+def test_a_trial_that_ends_before_the_first_rung_is_warned_about(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(grace_period=3, max_t=9)  # the script stops at 2 steps
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
+                                         grid_space(QUALITIES[:3], steps=2), metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors
+    assert scheduler.decisions() == []
+    assert len(warned) == 1 and "before the first rung (3), so successive halving never applied" in warned[0]
+
+
+# A class Trainable ------------------------------------------------------------------------------------
+
+
+def test_a_class_trainable_that_saves_only_its_model(local_ray, tmp_path):
+    from tests.integrations.ray_helpers import ModelOnlyTrainable
+
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    space = {"seed": tune.grid_search([0, 1, 2, 3]), "lr": 0.05}
+    grid, collect, warned, seconds = fit(tmp_path, ModelOnlyTrainable, scheduler, space, metric="accuracy",
+                                         mode="max", reuse_actors=False)  # no reset_config, as in Ray's example
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    check_rungs(scheduler, collect, metric="accuracy")
+    check_ended_at_their_rung(grid, scheduler)
+    assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 2), (3, 0, 2)]
+    for trial_id in scheduler.decisions()[0].promoted:  # Tune restores the iteration count with the model
+        assert collect.of(trial_id, "training_iteration") == [1, 2, 3]
+
+
+# Search algorithms and concurrency limits ---------------------------------------------------------------
+
+
+def test_optuna_search_behind_a_concurrency_limiter(local_ray, tmp_path):
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher = OptunaSearch(sampler=optuna.samplers.TPESampler(seed=0))
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    grid, collect, warned, seconds = fit(
+        tmp_path, objective_with_checkpoint, scheduler, {"quality": tune.uniform(0.1, 1.0), "steps": 3},
+        metric="score", mode="max", search_alg=ConcurrencyLimiter(searcher, max_concurrent=4), num_samples=8)
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    # One cohort of all eight trials, although at most four were live at once for the limiter.
+    assert [len(ledger.members) for ledger in scheduler.ledgers] == [8] and scheduler.partial_cohorts() == []
+    check_rungs(scheduler, collect)
+    check_ended_at_their_rung(grid, scheduler)
+    # Optuna heard of every trial's end (a paused trial's slot was handed back, never lost).
+    states = [t.state for t in searcher._ot_study.get_trials()]
+    assert len(states) == 8 and optuna.trial.TrialState.RUNNING not in states
+
+
+def test_max_concurrent_trials_limits_training_not_the_cohort(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
+                                         grid_space(QUALITIES[:5], sleep=0.05), metric="score", mode="max",
+                                         max_concurrent_trials=1)
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert [len(ledger.members) for ledger in scheduler.ledgers] == [5]
+    check_rungs(scheduler, collect)
+    # One trial trained at a time: no two steps of different trials overlap.
+    steps = sorted((r["started"], r["ended"], t) for t, r in collect.results)
+    for (_, end, first), (start, _, second) in zip(steps, steps[1:]):
+        assert first == second or start >= end
+
+
+def test_an_endless_search_with_a_time_budget_decides_cohort_after_cohort(local_ray, tmp_path):
+    scheduler = SynchronousSHAScheduler(max_t=3, cohort_size=4)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
+                                         {"quality": tune.uniform(0.1, 1.0), "steps": 3}, metric="score",
+                                         mode="max", num_samples=-1, time_budget_s=20)
+    assert seconds < 60
+    complete = check_rungs(scheduler, collect, complete_only=True)
+    assert len(complete) >= 2, scheduler.debug_string()
+    assert all(len(ledger.members) == 4 for ledger in complete)
+    # The cohorts were decided in order: only the last one or two were cut by the time budget.
+    assert scheduler.ledgers[: len(complete)] == complete and len(scheduler.ledgers) - len(complete) <= 2
+    assert scheduler.partial_cohorts() == []
+
+
+def test_a_searcher_that_waits_then_runs_out(local_ray, tmp_path):
+    # Three suggestions, then none until those three have ended; six in all (num_samples allows 20).
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, {},
+                                         metric="score", mode="max", num_samples=20,
+                                         search_alg=LazySearcher(QUALITIES, batch=3))
+    assert seconds < BUDGET_S and not grid.errors
+    assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3]
+    check_rungs(scheduler, collect)
+    check_ended_at_their_rung(grid, scheduler)
+    partial = scheduler.partial_cohorts()
+    assert [(p["cohort"], p["trials"]) for p in partial] == [(0, 3), (1, 3)]
+    assert "no new trial could start" in partial[0]["reason"] and "the search ended" in partial[1]["reason"]
+    assert any("cohort 0 is decided with 3 trials: no new trial could start" in w for w in warned)
