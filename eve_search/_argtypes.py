@@ -36,6 +36,7 @@ __all__ = [
     "fraction",
     "lr_list",
     "name",
+    "name_list",
     "non_negative_int",
     "optimizer_list",
     "positive_float",
@@ -311,34 +312,31 @@ def dim_list(text: str) -> list[int]:
     return sorted(dims)
 
 
+def name_list(text: str, known: list[str], noun: str, *, normalize=str.strip) -> list[str]:
+    """Names from a comma-separated ``text``, each one of ``known`` and given once (the argparse
+    check behind :func:`optimizer_list`, :func:`space_list` and the synthetic suite's functions)."""
+    names = [normalize(part) for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown {noun} {', '.join(map(shown, unknown[:3] or [text]))} (expected "
+                                         f"a comma-separated list of: {', '.join(known)})")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"{shown(text)} names {'an' if noun[0] in 'aeiou' else 'a'} {noun} twice")
+    return names
+
+
 def optimizer_list(text: str) -> list[str]:
     """An argparse type: registered optimizers, comma-separated, each once."""
     from eve_search.optim import optimizer_names
 
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    known = optimizer_names()
-    unknown = [part for part in names if part not in known]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown optimizer {', '.join(map(shown, unknown[:3] or [text]))} (expected "
-                                         f"a comma-separated list of: {', '.join(known)})")
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"{shown(text)} names an optimizer twice")
-    return names
+    return name_list(text, list(optimizer_names()), "optimizer")
 
 
 def space_list(text: str) -> list[str]:
     """An argparse type: registered search spaces, comma-separated, each once."""
     from eve_search.spaces import space_names
 
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    known = space_names()
-    unknown = [part for part in names if part not in known]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown space {', '.join(map(shown, unknown[:3] or [text]))} (expected a "
-                                         f"comma-separated list of: {', '.join(known)})")
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"{shown(text)} names a space twice")
-    return names
+    return name_list(text, list(space_names()), "space")
 
 
 def adult_space(text: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from eve_search._stores import redact, safe_url
 from eve_search.store import StoreError
-from eve_search.synthetic._functions import FUNCTIONS, function_names
+from eve_search.synthetic._functions import function_names
 from eve_search.synthetic._stats import PAPER_WIN_TIE_LOSS, analyse, win_tie_loss
 from eve_search.synthetic._suite import (
     DEFAULT_DIMS,
@@ -31,15 +31,9 @@ _PROG = "eve-search bench synthetic"
 
 
 def _function_list(text: str) -> list[str]:
-    from eve_search._argtypes import shown
+    from eve_search._argtypes import name_list
 
-    names = [name.strip().lower() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in FUNCTIONS]
-    if not names or unknown:
-        raise argparse.ArgumentTypeError(f"unknown function {', '.join(map(shown, unknown[:3] or [text]))} (expected "
-                                         f"a comma-separated list of: {', '.join(function_names())})")
-    if len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(f"{shown(text)} names a function twice")
+    names = name_list(text, list(function_names()), "function", normalize=lambda part: part.strip().lower())
     return [name for name in function_names() if name in names]
 
 

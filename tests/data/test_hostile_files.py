@@ -13,9 +13,7 @@ import gzip
 import os
 import re
 import shutil
-import signal
 import sys
-import tracemalloc
 import zlib
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eve_search.cli import main
+from tests.hostile import deadline, peak_memory
 from eve_search.data import IDX_FILES, AdultDataError, IdxError, bundled_adult_dir, load_adult, read_idx
 from eve_search.data._adult import ADULT_SIZES
 from eve_search.data._idx import load_idx_splits, read_idx_dataset
@@ -99,36 +98,6 @@ def test_the_bomb_builder_makes_valid_gzip(tmp_path):
 # Helpers ----------------------------------------------------------------------------------------------
 
 
-class Hung(Exception):  # noqa: N818 (not an OSError: no loader may take it for a read error)
-    """Raised in a call that runs past its deadline."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: int):
-    """Fail instead of hanging (a read from a named pipe or an endless device would block forever)."""
-    def expire(signum, frame):
-        raise Hung(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-@contextlib.contextmanager
-def peak_memory(limit: int):
-    """Fail when the Python-visible allocations (numpy buffers and zlib output included) peak above
-    ``limit`` bytes inside the block."""
-    tracemalloc.start()
-    try:
-        yield
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < limit, f"peak allocation {peak / MiB:.0f} MiB (limit {limit / MiB:.0f} MiB)"
 
 
 def one_line(capsys, *names: str) -> str:

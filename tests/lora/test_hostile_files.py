@@ -9,9 +9,7 @@ import contextlib
 import json
 import os
 import re
-import signal
 import sys
-import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eve_search.cli import main
+from tests.hostile import deadline, peak_memory
 from eve_search.lora._instructions import (
     INSTRUCTIONS_MAX_BYTES,
     INSTRUCTIONS_MAX_RECORDS,
@@ -33,33 +32,6 @@ GOOD = json.dumps({"instruction": "Say hi.", "output": "hi"})
 EXPECTED = "expected JSON lines or a JSON list of records with string 'instruction' and 'output'"
 
 
-class Hung(Exception):  # noqa: N818 (not an OSError: no loader may take it for a read error)
-    """Raised in a call that runs past its deadline."""
-
-
-@contextlib.contextmanager
-def deadline(seconds: int):
-    def expire(signum, frame):
-        raise Hung(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-@contextlib.contextmanager
-def peak_memory(limit: int):
-    tracemalloc.start()
-    try:
-        yield
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < limit, f"peak allocation {peak / MiB:.0f} MiB (limit {limit / MiB:.0f} MiB)"
 
 
 def refused(path: Path, fragment: str, *, seconds: int = 10) -> str:
