@@ -59,16 +59,16 @@ if "torch" not in _sys.modules and "OMP_WAIT_POLICY" not in _os.environ and cpu_
 # The public API, imported on first use (PEP 562): ``import eve_search`` stays light (PyTorch is not
 # loaded until something needs it), so a command can start helper processes before it pays for PyTorch.
 _EXPORTS = {
-    "CostMeter": "eve_search.budget",
-    "CheckpointError": "eve_search.checkpoint",
+    "CostMeter": "eve_search.optim.budget",
+    "CheckpointError": "eve_search.engine.checkpoint",
     **dict.fromkeys(["DEFAULT_RUNGS", "PROMOTED_FRACTION", "RungDecision", "RungLedger", "check_rungs",
-                     "promote_top_fraction", "rank_order", "rung_sizes"], "eve_search.ledger"),
+                     "promote_top_fraction", "rank_order", "rung_sizes"], "eve_search.engine.ledger"),
     **dict.fromkeys(["EvE", "MeteredOptimizer", "MinimizeResult", "make_optimizer", "minimize", "optimizer_names",
                      "register_optimizer"], "eve_search.optim"),
     **dict.fromkeys(["Categorical", "Fixed", "Float", "Int", "SearchSpace", "get_space", "register_space",
-                     "space_names"], "eve_search.spaces"),
+                     "space_names"], "eve_search.tasks.spaces"),
     **dict.fromkeys(["Splits", "Task", "get_task", "register_task", "task_names"], "eve_search.tasks"),
-    "Trial": "eve_search.trial",
+    "Trial": "eve_search.engine.trial",
 }
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eve_search._background import BackgroundStore
+from eve_search.engine._background import BackgroundStore
 
 
 class SlowStore:

@@ -1,6 +1,6 @@
 import torch
 
-from eve_search.batches import BatchStream
+from eve_search.engine.batches import BatchStream
 
 
 def stream(seed=0, rows=10, batch=4):

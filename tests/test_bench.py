@@ -1,6 +1,6 @@
 import pytest
 
-from eve_search.bench import LOOPS, throughput
+from eve_search.benchmarks.throughput import LOOPS, throughput
 
 
 def test_throughput_measures_every_loop_against_the_floor():

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from eve_search.bench_matmul import measure_shape
+from eve_search.benchmarks.matmul import measure_shape
 from eve_search.cli import main
 
 
@@ -20,7 +20,7 @@ def test_a_shape_is_measured_on_every_path_and_compared_with_the_default():
 
 
 def test_the_command_prints_a_table_and_writes_json(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("eve_search.bench_matmul.SHAPES", (("tiny", 16, 8, 4),))
+    monkeypatch.setattr("eve_search.benchmarks.matmul.SHAPES", (("tiny", 16, 8, 4),))
     out = tmp_path / "matmul.json"
     assert main(["bench", "matmul", "--threads", "1", "--seconds", "0.01", "--json", str(out)]) == 0
     printed = capsys.readouterr().out

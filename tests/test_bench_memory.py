@@ -6,10 +6,10 @@ import json
 
 import torch
 
-from eve_search.bench_memory import THEORY, measure, training_state_bytes
-from eve_search.budget import CostMeter
+from eve_search.benchmarks.memory import THEORY, measure, training_state_bytes
+from eve_search.optim.budget import CostMeter
 from eve_search.cli import main
-from eve_search.models import mlp
+from eve_search.tasks.models import mlp
 from eve_search.optim import EvE, make_optimizer
 
 

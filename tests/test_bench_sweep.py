@@ -2,9 +2,9 @@
 
 import pytest
 
-from eve_search.bench_sweep import plain_loop
+from eve_search.benchmarks.sweep import plain_loop
 from eve_search.cli import main
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 
 @pytest.mark.parametrize("optimizer", ["eve", "adam"])

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 
 
 class FakeClock:

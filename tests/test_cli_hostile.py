@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eve_search import _argtypes
+from eve_search.cli import args as _argtypes
 from eve_search.cli import main
 
 EXAMPLES = settings(max_examples=25, deadline=None, derandomize=True,
@@ -71,28 +71,30 @@ def world(tmp_path_factory):
 @pytest.fixture
 def stubbed(monkeypatch, world):
     """The long work of every command replaced by Accepted; the commands run in world.cwd."""
-    import eve_search.audit._cli
-    import eve_search.bench
-    import eve_search.bench_matmul
-    import eve_search.bench_memory
-    import eve_search.bench_sweep
-    import eve_search.mnist
-    import eve_search.protocol
-    import eve_search.synthetic._cli
-    import eve_search.sweep
+    import eve_search.cli.commands.audit
+    import eve_search.benchmarks.throughput
+    import eve_search.benchmarks.matmul
+    import eve_search.benchmarks.memory
+    import eve_search.benchmarks.sweep
+    import eve_search.cli.commands.mnist
+    import eve_search.tasks.mnist
+    import eve_search.experiments.protocol
+    import eve_search.cli.commands.bench_synthetic
+    import eve_search.engine.sweep
 
-    monkeypatch.setattr(eve_search.sweep.Sweep, "run", _accepted)
-    monkeypatch.setattr(eve_search.audit._cli, "run_audit", _accepted)
-    monkeypatch.setattr(eve_search.bench, "throughput", _accepted)
-    monkeypatch.setattr(eve_search.bench_matmul, "measure_shape", _accepted)
-    monkeypatch.setattr(eve_search.bench_matmul, "_onednn_linear_trains", lambda: "not measured here")
-    monkeypatch.setattr(eve_search.bench_memory, "_in_fresh_process", _accepted)
-    monkeypatch.setattr(eve_search.bench_sweep, "_sweep_once", _accepted)
-    monkeypatch.setattr(eve_search.bench_sweep, "_hogs", lambda count: [])
-    monkeypatch.setattr(eve_search.synthetic._cli, "run_suite", _accepted)
-    monkeypatch.setattr(eve_search.protocol, "run_protocol", _accepted)
+    monkeypatch.setattr(eve_search.engine.sweep.Sweep, "run", _accepted)
+    monkeypatch.setattr(eve_search.cli.commands.audit, "run_audit", _accepted)
+    monkeypatch.setattr(eve_search.benchmarks.throughput, "throughput", _accepted)
+    monkeypatch.setattr(eve_search.benchmarks.matmul, "measure_shape", _accepted)
+    monkeypatch.setattr(eve_search.benchmarks.matmul, "_onednn_linear_trains", lambda: "not measured here")
+    monkeypatch.setattr(eve_search.benchmarks.memory, "_in_fresh_process", _accepted)
+    monkeypatch.setattr(eve_search.benchmarks.sweep, "_sweep_once", _accepted)
+    monkeypatch.setattr(eve_search.benchmarks.sweep, "_hogs", lambda count: [])
+    monkeypatch.setattr(eve_search.cli.commands.bench_synthetic, "run_suite", _accepted)
+    monkeypatch.setattr(eve_search.experiments.protocol, "run_protocol", _accepted)
     # Fashion-MNIST is read once for the whole module, not once per example that gets that far.
-    monkeypatch.setattr(eve_search.mnist, "load_idx_splits", _read_once)
+    monkeypatch.setattr(eve_search.tasks.mnist, "load_idx_splits", _read_once)
+    monkeypatch.setattr(eve_search.cli.commands.mnist, "load_idx_splits", _read_once)
     monkeypatch.chdir(world.cwd)
     monkeypatch.setattr(sys, "path", list(sys.path))
     return world

@@ -1,4 +1,4 @@
-"""Bounded arguments (eve_search._argtypes), names that must not be empty, and what --plugin imports.
+"""Bounded arguments (eve_search.cli.args), names that must not be empty, and what --plugin imports.
 
 Every case is refused in one line naming the argument, the value and the limit, before anything
 trains or any process starts. The plugin tests put an ``optuna.py``, a ``torch.py`` and an
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from eve_search import _argtypes
+from eve_search.cli import args as _argtypes
 from eve_search.cli import main
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["sweep", "--task", "tiny", "--plugin", "tests.tiny_task", "--configs", "2", "--rungs", "4",
@@ -162,7 +162,7 @@ def test_force_jobs_lifts_only_the_cpu_limit(monkeypatch):
 
 
 def test_the_engine_refuses_more_than_1024_workers():
-    from eve_search._workers import check_jobs
+    from eve_search.engine._workers import check_jobs
 
     assert check_jobs(1024) == 1024
     with pytest.raises(ValueError, match="Invalid jobs: 1025 .expected at most 1024"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from eve_search.cli import main
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 TINY = ["sweep", "--task", "tiny", "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet"]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eve_search.ledger import (
+from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     RungLedger,
     check_fraction,

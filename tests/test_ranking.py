@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from eve_search.ranking import (
+from eve_search.analysis.ranking import (
     _tau_b_rows,
     agreement,
     final_ordering,
@@ -15,7 +15,7 @@ from eve_search.ranking import (
     top_config_rank,
     verdict,
 )
-from eve_search.ranking_study import Comparison, comparisons
+from eve_search.experiments.ranking import Comparison, comparisons
 
 
 def as_scores(values):

@@ -2,8 +2,8 @@ import io
 
 from rich.console import Console
 
-from eve_search.report import SweepProgress, print_summary, summary_json, time_ratio
-from eve_search.sweep import SweepResult, SweepSettings
+from eve_search.cli._report import SweepProgress, print_summary, summary_json, time_ratio
+from eve_search.engine.sweep import SweepResult, SweepSettings
 
 
 def result(optimizer, wall, training):

@@ -5,9 +5,9 @@ import weakref
 
 import pytest
 
-from eve_search.checkpoint import save_atomically
-from eve_search.sha import SynchronousSuccessiveHalving, trial_bytes
-from eve_search.trial import Trial
+from eve_search.engine.checkpoint import save_atomically
+from eve_search.engine.sha import SynchronousSuccessiveHalving, trial_bytes
+from eve_search.engine.trial import Trial
 
 CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 16, "depth": 1}
            for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 2e-4, 5e-3, 2e-2)]

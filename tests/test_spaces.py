@@ -5,7 +5,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from eve_search.spaces import (
+from eve_search.tasks.spaces import (
     Categorical,
     Fixed,
     Float,
@@ -80,7 +80,7 @@ def test_user_code_can_declare_any_keys_its_task_needs():
         assert {c["activation"] for c in configs} == {"relu", "gelu"}
         assert "layers int [1, 4]" in space.description
     finally:
-        from eve_search import spaces
+        from eve_search.tasks import spaces
 
         del spaces._SPACES["any-keys-test"]
 

@@ -1,9 +1,9 @@
 import optuna
 import pytest
 
-from eve_search.spaces import get_space
-from eve_search.store import StoreError, SweepStore, rung_key, study_name
-from eve_search.trial import Trial
+from eve_search.tasks.spaces import get_space
+from eve_search.engine.store import StoreError, SweepStore, rung_key, study_name
+from eve_search.engine.trial import Trial
 
 SPACE = get_space("tiny")
 CONFIGS = SPACE.sample(4, seed=0)

@@ -25,12 +25,12 @@ import optuna
 import pytest
 import torch
 
-from eve_search.checkpoint import CheckpointError, load_state
+from eve_search.engine.checkpoint import CheckpointError, load_state
 from eve_search.cli import main
 from eve_search.integrations._optuna_driver import _settings_attr, run_sha
-from eve_search.ledger import PROMOTED_FRACTION
-from eve_search.store import StoreError
-from eve_search.trial import Trial
+from eve_search.engine.ledger import PROMOTED_FRACTION
+from eve_search.engine.store import StoreError
+from eve_search.engine.trial import Trial
 
 SETTINGS = ["--task", "tiny", "--configs", "6", "--rungs", "20,40", "--backward-ratio", "2"]
 SWEEP = ["sweep", *SETTINGS, "--optimizer", "eve", "--quiet"]

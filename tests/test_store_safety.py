@@ -25,11 +25,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eve_search._paths import OutputClash, check_outputs
-from eve_search._stores import close_stores, redact, safe_url
+from eve_search.cli._outputs import OutputClash, check_outputs
+from eve_search.engine._stores import close_stores, redact, safe_url
 from eve_search.cli import main
-from eve_search.spaces import get_space
-from eve_search.store import StoreError, SweepStore
+from eve_search.tasks.spaces import get_space
+from eve_search.engine.store import StoreError, SweepStore
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["sweep", "--task", "tiny", "--configs", "3", "--rungs", "30,90", "--backward-ratio", "2", "--quiet"]
@@ -256,7 +256,7 @@ def test_a_real_sigint_to_the_console_script_keeps_what_was_recorded_in_the_main
         import os, signal, sys
         import tests.tiny_task
         from eve_search.cli import console
-        from eve_search.store import SweepStore
+        from eve_search.engine.store import SweepStore
 
         recorded = SweepStore.eliminate
 
@@ -410,7 +410,7 @@ def test_two_sweep_processes_starting_at_once_on_a_new_store_both_work(tmp_path)
         from pathlib import Path
         import tests.tiny_task
         from eve_search.cli import main
-        import eve_search.store, eve_search.sweep, optuna  # everything imported before the start signal
+        import eve_search.engine.store, eve_search.engine.sweep, optuna  # everything imported before the start signal
         Path(sys.argv[1] + "-ready-" + sys.argv[3]).touch()
         while not Path(sys.argv[1]).exists():
             time.sleep(0.001)

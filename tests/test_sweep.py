@@ -1,8 +1,8 @@
 import pytest
 
-from eve_search.store import StoreError
-from eve_search.sweep import SweepSettings, prepare_sweep
-from eve_search.trial import Trial
+from eve_search.engine.store import StoreError
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.trial import Trial
 
 
 def settings(**kwargs):

@@ -5,9 +5,9 @@ import pickle
 import pytest
 import torch
 
-from eve_search import budget
-from eve_search.checkpoint import CheckpointError, load_state, save_atomically
-from eve_search.trial import Trial, evaluate_checkpoint, trial_seeds
+from eve_search.optim import budget
+from eve_search.engine.checkpoint import CheckpointError, load_state, save_atomically
+from eve_search.engine.trial import Trial, evaluate_checkpoint, trial_seeds
 
 CONFIG = {"lr": 3e-3, "weight_decay": 1e-4, "width": 32, "depth": 2}
 
@@ -126,7 +126,7 @@ def test_a_checkpoint_evaluates_as_its_trial_without_building_the_optimizer(opti
     trial.train_to(90)
     saved = trial.to_bytes()
     expected = {split: trial.evaluate(split) for split in ("val", "test")}
-    monkeypatch.setattr("eve_search.trial.make_optimizer", lambda *a, **k: pytest.fail("built an optimizer"))
+    monkeypatch.setattr("eve_search.engine.trial.make_optimizer", lambda *a, **k: pytest.fail("built an optimizer"))
     for split in ("val", "test"):
         assert evaluate_checkpoint(trial.task, CONFIG, saved, split, seed=0, index=3, data=trial.data) == expected[split]
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from eve_search._workers import check_jobs
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.engine._workers import check_jobs
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 
 def settings(**kwargs):
@@ -36,7 +36,7 @@ def test_one_and_two_workers_give_the_same_sweep_bit_for_bit(tmp_path, optimizer
 def test_the_parent_of_workers_never_builds_a_trial(tmp_path, monkeypatch):
     """It records, decides and tests new bests from the workers' checkpoints, model only: no optimizer
     (whose first use imports torch._dynamo), no optimizer state."""
-    from eve_search.sweep import Sweep
+    from eve_search.engine.sweep import Sweep
 
     monkeypatch.setattr(Sweep, "make_trial", lambda self, index: pytest.fail(f"the parent built trial {index}"))
     result, details, _ = run(tmp_path, "parent", 2)

@@ -71,7 +71,15 @@ TASK_TITLES = {"adult": "UCI Adult", "mnist": "MNIST", "lora": "LoRA fine-tuning
 
 Record = Mapping[str, Any]
 KindCollector = Callable[[list[Record]], dict[str, Any]]
-_KINDS: dict[str, KindCollector] = {}
+
+
+def _audit_section(records: list[Record]) -> dict[str, Any]:
+    from eve_search.dashboard._audit import audit_section
+
+    return audit_section(records)
+
+
+_KINDS: dict[str, KindCollector] = {"audit": _audit_section}  # built in; register_kind adds more
 
 
 def register_kind(kind: str, collect: KindCollector) -> None:
@@ -106,7 +114,7 @@ def safe_url(url: str) -> str:
 
 def _open_storage(url: str):
     from eve_search._imports import require
-    from eve_search.store import StoreError
+    from eve_search.engine.store import StoreError
 
     optuna = require("optuna", "optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -218,7 +226,7 @@ def _is_sweep(attrs: Mapping[str, Any]) -> bool:
 
 
 def _altered(sweep: str, key: str, value: Any, expected: str, trial: Any = None) -> Exception:
-    from eve_search.store import altered  # only on this path: building a page needs no PyTorch
+    from eve_search.engine.store import altered  # only on this path: building a page needs no PyTorch
 
     return altered(sweep, key, value, expected, trial)
 
@@ -277,7 +285,7 @@ def _current_trials(name: str, trials: Iterable[Mapping[str, Any]]) -> list[Mapp
         chain = sorted(chain, key=lambda t: t["number"])
         first = chain[0]["number"]
         if any(t["state"] != "FAIL" for t in chain[:-1]) or any(t.get("retry_of") != first for t in chain[1:]):
-            from eve_search.store import ALTERED, StoreError
+            from eve_search.engine.store import ALTERED, StoreError
 
             raise StoreError(f"results store: sweep {name!r}: trials #{chain[0]['number']} and #{chain[1]['number']} "
                              f"both hold config_index {index} (expected one trial per configuration, or retries "
@@ -421,7 +429,7 @@ def _ladder(trials: list[dict[str, Any]], rungs: list[float], settings: Mapping[
     planned: list[int | None] = [None] * len(rungs)
     configs = settings.get("configs")
     if isinstance(configs, int) and rungs:
-        from eve_search.sha import PROMOTED_FRACTION, rung_sizes
+        from eve_search.engine.sha import PROMOTED_FRACTION, rung_sizes
 
         planned = list(rung_sizes(configs, rungs, float(settings.get("fraction") or PROMOTED_FRACTION)))
     ladder = []
@@ -486,9 +494,9 @@ def _frozen(scores: Mapping[int, Mapping[int, float]]) -> tuple:
 
 @functools.lru_cache(maxsize=1024)
 def _agreement(method: tuple, reference: tuple, pairs: tuple) -> dict[str, Any]:
-    """:func:`eve_search.ranking.agreement` of frozen scores, remembered: a served page asks again
+    """:func:`eve_search.analysis.ranking.agreement` of frozen scores, remembered: a served page asks again
     every few seconds and only the rungs that received results need their bootstrap again."""
-    from eve_search.ranking import agreement
+    from eve_search.analysis.ranking import agreement
 
     return agreement({seed: dict(values) for seed, values in method},
                      {seed: dict(values) for seed, values in reference}, list(pairs)).as_dict()
@@ -498,7 +506,8 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
     """EvE against Adam (and the paper's other reference comparisons the store can make), per space."""
     from scipy.stats import rankdata
 
-    from eve_search.ranking_study import PAPER_TAUS, comparisons
+    from eve_search.analysis.ranking import comparisons
+    from eve_search.paper import PAPER_TAUS
 
     panels = []
     for space in sorted({s["space"] for s in sweeps}):

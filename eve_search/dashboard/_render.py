@@ -33,7 +33,15 @@ from eve_search.dashboard._svg import PALETTE, Point, Series, chart, color_for, 
 __all__ = ["asset", "register_view", "render_page", "script_json"]
 
 View = Callable[[Mapping[str, Any]], str]
-_VIEWS: dict[str, View] = {}
+
+
+def _audit_view(section: Mapping[str, Any]) -> str:
+    from eve_search.dashboard._audit import render_audit_section
+
+    return render_audit_section(section)
+
+
+_VIEWS: dict[str, View] = {"audit": _audit_view}  # built in; register_view adds more
 
 
 def register_view(view: str, render: View) -> None:

@@ -7,11 +7,11 @@ scheduler from the pickle written when the run started, without the state it gat
 
 :class:`SynchronousSHAScheduler` pauses a trial (Tune checkpoints it) when its ``time_attr`` reaches
 a rung, waits until every live trial of the rung's cohort has reached it or ended, then lets
-:class:`~eve_search.ledger.RungLedger` decide: the losers are stopped, the winners resumed from their
+:class:`~eve_search.engine.ledger.RungLedger` decide: the losers are stopped, the winners resumed from their
 checkpoints. The ledger is written beside Tune's experiment state (the driver staging folder that
 Tune syncs to ``storage_path``), so a restored run continues it exactly.
 
-:class:`EveTrainable` is a ``tune.Trainable`` over :class:`~eve_search.trial.Trial`: each ``step()``
+:class:`EveTrainable` is a ``tune.Trainable`` over :class:`~eve_search.engine.trial.Trial`: each ``step()``
 trains to the next rung budget and reports ``eval_cost``, the task's validation metrics and
 ``wall_seconds``; its checkpoint is the whole trial (model, optimizer with EvE's population and
 moments, cost meter, batch stream, generators), so a paused or restored trial continues bit for bit.
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eve_search._imports import require
-from eve_search.ledger import (
+from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
     RungDecision,
@@ -61,7 +61,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 if TYPE_CHECKING:
     from eve_search.tasks import Task
-    from eve_search.trial import Trial
+    from eve_search.engine.trial import Trial
 
 __all__ = ["INDEX_KEY", "STATE_FILE", "EveTrainable", "SynchronousSHAScheduler", "config_index", "load_scheduler_state"]
 
@@ -99,7 +99,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
 
     Args:
         time_attr: the cumulative result key that measures training (default ``"eval_cost"``, the
-            charged evaluation units of :class:`~eve_search.budget.CostMeter`); a trial reaches a rung
+            charged evaluation units of :class:`~eve_search.optim.budget.CostMeter`); a trial reaches a rung
             when ``result[time_attr] >= rung``.
         rungs: cumulative budgets in ``time_attr`` units, whole numbers, strictly increasing.
         fraction: the promoted share of each rung, in (0, 1] (ceil, at least one).
@@ -518,7 +518,7 @@ def config_index(config: dict[str, Any]) -> int:
 
 
 class EveTrainable(tune.Trainable):
-    """A Ray Tune trainable over :class:`~eve_search.trial.Trial`, for any registered task.
+    """A Ray Tune trainable over :class:`~eve_search.engine.trial.Trial`, for any registered task.
 
     Pass the settings with ``tune.with_parameters(EveTrainable, task=..., rungs=..., ...)``; the
     trial's ``config`` is the configuration (``lr``, ``weight_decay`` and the task's model keys).
@@ -528,7 +528,7 @@ class EveTrainable(tune.Trainable):
             registered task name.
         optimizer: ``"eve"`` or a baseline name; ``seed``: the training seed.
         rungs: where ``step()`` stops: each step trains to the next rung budget.
-        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.budget.CostMeter`).
+        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
         backward_ratio: one frozen backward/forward ratio for every configuration, or
             ``backward_ratios``: one per ``task.cost_key(config)`` (a sweep measures them once, before
             training); with neither, calibrated mode measures this trial's own ratio in ``setup``.
@@ -557,7 +557,7 @@ class EveTrainable(tune.Trainable):
         self.trial = self._build(config)
 
     def _build(self, config: dict[str, Any]) -> Trial:
-        from eve_search.trial import Trial
+        from eve_search.engine.trial import Trial
 
         params = {k: v for k, v in config.items() if k != INDEX_KEY}
         s = self._settings

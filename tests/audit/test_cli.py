@@ -5,10 +5,10 @@ import json
 import optuna
 import pytest
 
-from eve_search.audit import AUDIT_KIND, AuditStore, prepare_audit, run_audit
+from eve_search.experiments.audit import AUDIT_KIND, AuditStore, prepare_audit, run_audit
 from eve_search.cli import main
-from eve_search.spaces import get_space
-from eve_search.trial import Trial
+from eve_search.tasks.spaces import get_space
+from eve_search.engine.trial import Trial
 
 AUDIT = ["audit", "adult", "--task", "tiny", "--seeds", "0-1", "--configs", "4", "--budgets", "10,30",
          "--backward-ratio", "2", "--resamples", "100", "--quiet"]

@@ -4,14 +4,14 @@ import math
 
 import pytest
 
-from eve_search.audit import (
+from eve_search.experiments.audit import (
     audit_measures,
     budget_table,
     keeps_true_best,
     top1_regret,
     verdict,
 )
-from eve_search.ranking import kendall_tau_b
+from eve_search.analysis.ranking import kendall_tau_b
 
 TRUTH = {0: 0.80, 1: 0.86, 2: 0.83, 3: 0.70, 4: 0.85, 5: 0.60}  # best: 1, then 4, 2, 0, 3, 5
 

@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from eve_search.audit import audit_section, render_audit_section
+from eve_search.dashboard._audit import audit_section, render_audit_section
 from eve_search.cli import main
 from eve_search.dashboard import build, read_store, render_page
 

@@ -33,7 +33,7 @@ def test_command_runs_the_protocol_end_to_end(tmp_path):
 def test_model_directory_with_real_weights_and_tokenizer_loads(tmp_path):
     """``--model`` on a directory written by save_pretrained (the small model and the byte tokenizer:
     the same loading path as a downloaded Qwen2.5 checkpoint)."""
-    from eve_search.lora import byte_tokenizer, small_qwen2
+    from eve_search.tasks.lora import byte_tokenizer, small_qwen2
 
     model_dir = tmp_path / "model"
     small_qwen2().save_pretrained(model_dir)

@@ -19,14 +19,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eve_search.cli import main
-from eve_search.lora._instructions import (
+from eve_search.data._instructions import (
     INSTRUCTIONS_MAX_BYTES,
     INSTRUCTIONS_MAX_RECORDS,
     RECORD_MAX_BYTES,
     InstructionDataError,
     load_instructions,
 )
-from eve_search.lora._model import MODEL_TEXT_MAX_BYTES, LoraModelError, check_model_dir
+from eve_search.tasks.lora._model import MODEL_TEXT_MAX_BYTES, LoraModelError, check_model_dir
 
 MiB = 1 << 20
 GOOD = json.dumps({"instruction": "Say hi.", "output": "hi"})

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from eve_search.lora import (
+from eve_search.tasks.lora import (
     InstructionDataError,
     bundled_instructions_path,
     generate_instructions,
     load_instructions,
     write_instructions,
 )
-from eve_search.lora._instructions import DEFAULT_COUNT
+from eve_search.data._instructions import DEFAULT_COUNT
 
 
 def test_bundled_file_is_exactly_the_generator_output(tmp_path):

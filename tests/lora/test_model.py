@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from eve_search.lora import (
+from eve_search.tasks.lora import (
     adapter_parameters,
     add_lora,
     base_parameters,
@@ -15,7 +15,7 @@ from eve_search.lora import (
     small_qwen2,
 )
 from eve_search.optim import EvE, kaiming_bounds
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 TASK = lora_task()
 

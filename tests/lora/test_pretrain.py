@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from eve_search.lora import byte_tokenizer, encode_record, small_qwen2
-from eve_search.lora._pretrain import (
+from eve_search.tasks.lora import byte_tokenizer, encode_record, small_qwen2
+from eve_search.tasks.lora._pretrain import (
     PRETRAINING_FAMILIES,
     pretrain_small_base,
     pretraining_records,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from eve_search.lora import (
+from eve_search.tasks.lora import (
     IGNORE_INDEX,
     LoraSettings,
     byte_tokenizer,
@@ -12,7 +12,7 @@ from eve_search.lora import (
     lora_task,
     response_loss,
 )
-from eve_search.lora._task import load_lora_splits
+from eve_search.tasks.lora._task import load_lora_splits
 from eve_search.tasks import get_task
 
 RECORD = {"instruction": "Reverse the word.", "input": "stone", "output": "enots"}

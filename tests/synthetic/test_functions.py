@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from eve_search.synthetic import FUNCTIONS, function_names, objective
+from eve_search.experiments.synthetic import FUNCTIONS, function_names, objective
 
 
 def _value(name, point):

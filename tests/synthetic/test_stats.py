@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from eve_search.synthetic import (
+from eve_search.experiments.synthetic import (
     PAPER_WIN_TIE_LOSS,
     analyse,
     classify,
@@ -11,7 +11,7 @@ from eve_search.synthetic import (
     holm_adjusted,
     one_sided_wilcoxon,
 )
-from eve_search.synthetic._stats import paired_differences, win_tie_loss
+from eve_search.experiments.synthetic._stats import paired_differences, win_tie_loss
 
 
 def test_holm_matches_a_hand_computed_example():

@@ -3,9 +3,9 @@ import math
 import pytest
 import torch
 
-from eve_search.store import StoreError
-from eve_search.synthetic import _suite
-from eve_search.synthetic._suite import (
+from eve_search.engine.store import StoreError
+from eve_search.experiments.synthetic import _suite
+from eve_search.experiments.synthetic._suite import (
     SuiteStore,
     run_adam,
     run_eve,
