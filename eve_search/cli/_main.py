@@ -462,6 +462,9 @@ def console() -> int:
     """
     import gc
 
+    from eve_search._openmp import configure_openmp
+
+    configure_openmp()  # the command owns its process: OpenMP waits passively on a shared CPU
     code = main()
     sys.stdout.flush()
     gc.freeze()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eve_search._openmp import child_environment
 from eve_search.engine import MAX_JOBS
 
 __all__ = ["TrialJob", "TrialWorkers", "check_jobs", "start_worker_server"]
@@ -162,7 +163,8 @@ def start_worker_server() -> None:
     if _context().get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        forkserver.ensure_running()
+        with child_environment():  # the workers are forked from it and inherit its OpenMP policy
+            forkserver.ensure_running()
 
 
 class TrialWorkers:
@@ -178,8 +180,9 @@ class TrialWorkers:
                                          initializer=_start_worker,
                                          initargs=(task, data_dir, optimizer, os.getpid(), _started_at(os.getpid())))
         # The pool starts a process per submission while none is idle: one cheap call each starts them all.
-        for _ in range(self.jobs):
-            self._pool.submit(_started)
+        with child_environment():
+            for _ in range(self.jobs):
+                self._pool.submit(_started)
 
     def train(self, job: TrialJob) -> Future:
         """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint bytes)."""

@@ -43,6 +43,7 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
+from eve_search._openmp import child_environment
 from eve_search.engine.checkpoint import CheckpointError, save_atomically
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -681,11 +682,12 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     before = sum(len(r) for r in store.rung_details().values())
     context = multiprocessing.get_context("spawn")
     children = []
-    for k in range(1, workers):
-        child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
-                                args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
-        child.start()
-        children.append(child)
+    with child_environment():  # spawned children load PyTorch at start: their OpenMP policy is set now
+        for k in range(1, workers):
+            child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
+                                    args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
+            child.start()
+            children.append(child)
     worker.progress = progress
     torch.set_num_threads(per_worker)
     try:

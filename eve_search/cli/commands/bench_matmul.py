@@ -28,7 +28,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eve_search import _available_cpus
+    from eve_search._openmp import available_cpus as _available_cpus
 
 
     if args.threads is not None and len(args.threads) > 16:
