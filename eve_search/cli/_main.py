@@ -464,7 +464,8 @@ def console() -> int:
 
     from eve_search._openmp import configure_openmp
 
-    configure_openmp()  # the command owns its process: OpenMP waits passively on a shared CPU
+    if "torch" not in sys.modules:  # called in-process after PyTorch loaded, it is too late: say nothing
+        configure_openmp()  # the command owns its process: OpenMP waits passively on a shared CPU
     code = main()
     sys.stdout.flush()
     gc.freeze()

@@ -1,8 +1,9 @@
 """Tasks: what a trial trains. Data splits, a model built from a configuration, the loss, the metrics.
 
 A :class:`Task` is everything the search needs to know about a learning problem; the engine, the
-results store, resume, ranking and the CLI work on any registered task unchanged. UCI Adult is one
-task (``"adult"``, registered here); register your own with :func:`register_task`.
+results store, resume, ranking and the CLI work on any registered task unchanged. The built-in tasks
+(``"adult"``, ``"fashion-mnist"``, ``"mnist"``, ``"lora"``) are made on first use; register your own
+with :func:`register_task`.
 
 Example:
     >>> import torch
@@ -176,15 +177,30 @@ def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *
 
 
 _TASKS: dict[str, Task] = {}
-# Built-in tasks whose modules are imported on first need (their heavy dependencies stay lazy).
-_BUILT_IN_MODULES = ("eve_search.tasks.mnist", "eve_search.tasks.lora")
 
 
-def _load_built_ins() -> None:
-    import importlib
+def _fashion_mnist() -> Task:
+    from eve_search.tasks.mnist import fashion_mnist_task
 
-    for module in _BUILT_IN_MODULES:
-        importlib.import_module(module)
+    return fashion_mnist_task()
+
+
+def _mnist() -> Task:
+    from eve_search.tasks.mnist import mnist_task
+
+    return mnist_task()
+
+
+def _lora() -> Task:
+    from eve_search.tasks.lora import lora_task
+
+    return lora_task()
+
+
+# The built-in tasks, made on first use (their modules, and their heavy dependencies, load only then);
+# a task a user registers under one of these names replaces it.
+_BUILT_INS: dict[str, Callable[[], Task]] = {"adult": lambda: adult_task(), "fashion-mnist": _fashion_mnist,
+                                             "mnist": _mnist, "lora": _lora}
 
 
 def register_task(task: Task) -> None:
@@ -196,14 +212,13 @@ def register_task(task: Task) -> None:
 
 def task_names() -> list[str]:
     """Registered task names (the built-in ones included), sorted."""
-    _load_built_ins()
-    return sorted(_TASKS)
+    return sorted(set(_TASKS) | set(_BUILT_INS))
 
 
 def get_task(name: str) -> Task:
     """The task registered as ``name``."""
-    if name not in _TASKS:
-        _load_built_ins()
+    if name not in _TASKS and name in _BUILT_INS:
+        _TASKS[name] = _BUILT_INS[name]()
     try:
         return _TASKS[name]
     except KeyError:
@@ -236,6 +251,8 @@ def architecture_key(config: Config) -> str:
     return f"{int(config['width'])}x{int(config['depth'])}"
 
 
-register_task(Task(
-    "adult", "UCI Adult income > 50K: a ReLU MLP of `depth` x `width`, batch 256, ranked by validation accuracy",
-    load_data=_adult_data, build_model=_adult_model, cost_key=architecture_key, spaces=("hp", "arch")))
+def adult_task() -> Task:
+    """The built-in ``"adult"`` task (UCI Adult, the paper's MLP search spaces ``hp`` and ``arch``)."""
+    return Task(
+        "adult", "UCI Adult income > 50K: a ReLU MLP of `depth` x `width`, batch 256, ranked by validation accuracy",
+        load_data=_adult_data, build_model=_adult_model, cost_key=architecture_key, spaces=("hp", "arch"))

@@ -1,6 +1,6 @@
 """The paper's MLP/MNIST tasks on MNIST-format data (the command is :mod:`eve_search.cli.commands.mnist`).
 
-Registers two tasks, ``"fashion-mnist"`` (default data: the Debian package dataset-fashion-mnist) and
+Makes two tasks, ``"fashion-mnist"`` (default data: the Debian package dataset-fashion-mnist) and
 ``"mnist"`` (MNIST-format data from a folder you give), both a ReLU MLP of ``depth`` x ``width``
 (784-1024-1024-10, 1,863,690 weights, by default), batch 256, pixels scaled to [0, 1], a fixed 10%
 validation split of the training file (split seed 42), ranked by validation accuracy.
@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 
 from eve_search.data._idx import FASHION_MNIST_DIR, IdxError, load_idx_splits
-from eve_search.tasks import Config, Splits, Task, hidden_layers, register_task
+from eve_search.tasks import Config, Splits, Task, hidden_layers
 
-__all__ = ["MLP_CONFIG", "mlp_weights"]
+__all__ = ["MLP_CONFIG", "fashion_mnist_task", "mlp_weights", "mnist_task"]
 
 MLP_CONFIG = {"width": 1024, "depth": 2}
 
@@ -45,10 +45,18 @@ def _mnist_data(data_dir: Path | None) -> Splits:
 
 _DESCRIPTION = ("a ReLU MLP of `depth` x `width` (paper: 784-1024-1024-10), batch 256, pixels in [0, 1], "
                 "10% validation split (seed 42), ranked by validation accuracy")
-register_task(Task("fashion-mnist", f"Fashion-MNIST (Debian dataset-fashion-mnist): {_DESCRIPTION}",
-                   load_data=_fashion_data, build_model=_mlp))
-register_task(Task("mnist", f"MNIST-format data from --data-dir: {_DESCRIPTION}", load_data=_mnist_data,
-                   build_model=_mlp))
+
+
+def fashion_mnist_task() -> Task:
+    """The built-in ``"fashion-mnist"`` task (default data: the Debian package dataset-fashion-mnist)."""
+    return Task("fashion-mnist", f"Fashion-MNIST (Debian dataset-fashion-mnist): {_DESCRIPTION}",
+                load_data=_fashion_data, build_model=_mlp)
+
+
+def mnist_task() -> Task:
+    """The built-in ``"mnist"`` task (MNIST-format data from a folder you give)."""
+    return Task("mnist", f"MNIST-format data from --data-dir: {_DESCRIPTION}", load_data=_mnist_data,
+                build_model=_mlp)
 
 
 def mlp_weights(width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:

@@ -1,8 +1,8 @@
 """LoRA fine-tuning with EvE and the baselines (paper, Section "Real-World Fine-Tuning: LoRA").
 
 Importing this package is cheap: transformers and peft (the ``lora`` extra) load only when a model
-or tokenizer is built. It registers the ``"lora"`` task (the small Qwen2 model built in code, the
-bundled instruction set), so every driver of :mod:`eve_search.tasks` can train it.
+or tokenizer is built. :func:`lora_task` makes the built-in ``"lora"`` task (the small Qwen2 model
+built in code, the bundled instruction set), so every driver of :mod:`eve_search.tasks` can train it.
 """
 
 from eve_search.data._instructions import (
@@ -32,7 +32,6 @@ from eve_search.tasks.lora._task import (
     response_metrics,
 )
 from eve_search.tasks.lora._tokenizer import byte_tokenizer
-from eve_search.tasks import register_task
 
 __all__ = [
     "IGNORE_INDEX",
@@ -57,5 +56,3 @@ __all__ = [
     "small_qwen2",
     "write_instructions",
 ]
-
-register_task(lora_task())
