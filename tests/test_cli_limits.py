@@ -182,7 +182,7 @@ def test_huge_integers_are_compared_not_converted(text):
     assert time.perf_counter() - started < 1
 
 
-def test_old_names_stay_importable_from_the_cli():
+def test_old_cli_names_resolve_to_the_argument_types():
     from eve_search import cli
 
     assert cli.seed_list("0-2,5") == [0, 1, 2, 5]
@@ -190,7 +190,7 @@ def test_old_names_stay_importable_from_the_cli():
     assert cli._rung_list("1,2") == (1, 2) and cli._fraction("0.5") == 0.5
 
 
-def test_jobs_within_the_limits_still_run(tmp_path, capsys, monkeypatch):
+def test_jobs_within_the_limits_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(_argtypes, "available_cpus", lambda: 1)
     out = tmp_path / "out.json"
     assert main([*TINY, "--jobs", "2", "--workdir", str(tmp_path / "w"), "--json", str(out)]) == 0  # 2 <= 4 x 1

@@ -25,7 +25,7 @@ def test_both_paper_spaces_are_built_in():
 
 
 @pytest.mark.parametrize("name", ["hp", "arch"])
-def test_declared_spaces_draw_exactly_the_48_configurations_of_before(name):
+def test_declared_spaces_draw_the_recorded_48_configurations_of_seed_0(name):
     recorded = json.loads((FIXTURES / "configs_seed0.json").read_text())[name]
     assert get_space(name).sample(48, seed=0) == recorded
 

@@ -322,7 +322,7 @@ def test_the_dashboard_refuses_a_changed_sweep_in_one_line(finished, tmp_path, c
     assert line.startswith("eve-search dashboard: results store:")
 
 
-def test_the_unchanged_stores_still_resume_rank_and_draw(finished, tmp_path, capsys):
+def test_untouched_stores_resume_rank_and_draw(finished, tmp_path, capsys):
     work = copy_of(finished[0], tmp_path)
     out = tmp_path / "again.json"
     assert main([*SWEEP, "--workdir", str(work), "--resume", "--json", str(out)]) == 0

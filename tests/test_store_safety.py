@@ -122,7 +122,7 @@ def test_an_output_on_the_store_is_refused_before_any_work(workdir, capsys, spel
     assert sorted(p.name for p in workdir.rglob("*")) == files
 
 
-def test_the_issue_case_json_on_the_default_store_in_the_current_directory(workdir, capsys):
+def test_json_on_the_default_store_in_the_current_directory_is_refused(workdir, capsys):
     assert main([*TINY, "--workdir", ".", "--json", "results.db"]) == 2
     assert one_line(capsys) == ("eve-search sweep: argument --json: 'results.db' is the results store (choose "
                                 "another path)")
@@ -363,7 +363,7 @@ def test_a_store_that_turns_out_read_only_while_running_is_one_line(workdir, cap
     assert dump(workdir / "results.db") == before
 
 
-def test_the_dashboard_still_reads_a_store_in_a_read_only_folder(workdir, tmp_path):
+def test_the_dashboard_reads_a_store_in_a_read_only_folder(workdir, tmp_path):
     workdir.chmod(0o555)
     try:
         result = _run_main(["dashboard", "--storage", f"sqlite:///{workdir / 'results.db'}", "--out",

@@ -26,7 +26,10 @@ def test_evaluate_returns_the_tasks_metrics_without_gradients(tiny_task, tiny_sp
     assert model.training
 
 
-def test_a_regression_task_minimizes_its_metric():
+def test_a_min_mode_task_trains_its_metric_down_and_ranks_the_lower_value_first():
+    from eve_search.engine.ledger import rank_order
+    from eve_search.engine.trial import Trial
+
     def data(data_dir):
         x = torch.linspace(-1, 1, 64)[:, None]
         return Splits(x, 2 * x, x, 2 * x, x, 2 * x)
@@ -37,7 +40,12 @@ def test_a_regression_task_minimizes_its_metric():
                 metric="mse", mode="min", batch_size=8)
     register_task(task)
     try:
-        assert get_task("line").evaluate(torch.nn.Linear(1, 1), data(None))["mse"] >= 0
+        trial = Trial("line", {"lr": 0.05}, "adam", seed=0, index=0, backward_ratio=2.0)
+        before = trial.evaluate("val")["mse"]
+        trial.train_to(200)
+        after = trial.evaluate("val")["mse"]
+        assert after < 0.5 * before, (before, after)
+        assert rank_order({0: before, 1: after}, get_task("line").mode) == [1, 0]
     finally:
         from eve_search import tasks
 

@@ -67,7 +67,7 @@ def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: in
     """Measure the four loops; see the module docstring."""
     if not seconds > 0:
         raise ValueError(f"Invalid seconds: {seconds!r} (expected > 0)")
-    if not isinstance(rounds, int) or rounds < 1:
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"Invalid rounds: {rounds!r} (expected an int >= 1)")
     data_generator = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, 107, generator=data_generator)

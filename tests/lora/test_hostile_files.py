@@ -142,7 +142,7 @@ def test_a_file_larger_than_the_limit_is_refused_before_reading(tmp_path):
         refused(path, "is larger than 128 MiB (expected at most that, the instruction loader's limit")
 
 
-def test_records_at_the_limits_still_load(tmp_path):
+def test_records_at_the_limits_load(tmp_path):
     path = tmp_path / "edge.jsonl"
     record = {"instruction": "x" * (RECORD_MAX_BYTES - 40), "output": "y"}
     assert len(json.dumps(record).encode()) <= RECORD_MAX_BYTES
