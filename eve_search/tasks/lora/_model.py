@@ -16,7 +16,7 @@ symmetric about zero, so the zero anchor sits in the middle of the unit cube (z 
 room on either side. A box fitted to B's initial values instead would be empty (lower = upper = 0),
 and a much narrower one would clamp every update. The proximity jitter (sigma = 0.1 of the box)
 gives the three other members B entries of standard deviation about 0.2 * sqrt(6/r) / sqrt(3);
-``tests/lora`` checks that EvE moves B away from zero and lowers the loss.
+``tests/tasks/lora`` checks that EvE moves B away from zero and lowers the loss.
 """
 
 from __future__ import annotations

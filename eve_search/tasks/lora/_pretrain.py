@@ -53,7 +53,7 @@ def pretrain_small_base(steps: int, *, seed: int = PRETRAINING_SEED, batch_size:
     """Train every weight of :func:`~eve_search.tasks.lora.small_qwen2` with AdamW (cosine decay) on the
     pretraining records; return the model.
 
-    ``tests/lora/test_pretrain.py`` checks that a short run lowers the loss.
+    ``tests/tasks/lora/test_pretrain.py`` checks that a short run lowers the loss.
     """
     from eve_search.tasks.lora._task import _trim, encode_record
 

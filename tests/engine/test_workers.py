@@ -85,7 +85,7 @@ def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_wo
     import time
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     common = [sys.executable, "-m", "eve_search.cli", "sweep", "--task", "tiny", "--plugin", "tests.tiny_task",
               "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet", "--jobs", "2"]
 

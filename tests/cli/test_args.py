@@ -22,7 +22,7 @@ from eve_search.cli import args as _argtypes
 from eve_search.cli import main
 from eve_search.engine.trial import Trial
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["sweep", "--task", "tiny", "--plugin", "tests.tiny_task", "--configs", "2", "--rungs", "4",
         "--backward-ratio", "2", "--quiet"]
 HUGE = "99999999999999999999"

@@ -17,7 +17,7 @@ from eve_search.tasks.spaces import (
     space_names,
 )
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_both_paper_spaces_are_built_in():

@@ -31,7 +31,7 @@ from eve_search.cli import main
 from eve_search.tasks.spaces import get_space
 from eve_search.engine.store import StoreError, SweepStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = ["sweep", "--task", "tiny", "--configs", "3", "--rungs", "30,90", "--backward-ratio", "2", "--quiet"]
 PASSWORD = "Sup3r-Secret-pw"
 UNREACHABLE = f"postgresql+psycopg2://ann:{PASSWORD}@127.0.0.1:1/runs"

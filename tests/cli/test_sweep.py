@@ -14,7 +14,7 @@ from eve_search.cli import main
 from eve_search.engine.trial import Trial
 
 TINY = ["sweep", "--task", "tiny", "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet"]
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def strip_timing(document):

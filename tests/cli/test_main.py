@@ -56,5 +56,5 @@ def test_the_installed_command_is_the_console_function():
 
     import tomllib
 
-    project = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["eve-search"] == "eve_search.cli:console"
