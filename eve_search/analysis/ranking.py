@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +35,7 @@ __all__ = [
     "comparisons",
     "final_ordering",
     "kendall_tau_b",
+    "rung_scores",
     "top_config",
     "top_config_rank",
     "verdict",
@@ -200,3 +201,17 @@ def comparisons(against: str = "adam") -> list[Comparison]:
     """EvE vs the reference, EvE vs AdamW, the reference vs itself, the reference vs AdamW."""
     return [Comparison("eve", against, "same"), Comparison("eve", "adamw", "same"),
             Comparison(against, against, "next"), Comparison(against, "adamw", "same")]
+
+
+def rung_scores(entries: Iterable[tuple[int, float, float]]) -> dict[float, dict[int, float]]:
+    """``{budget: {config_index: score}}`` from (config_index, budget, score) triples: the shape every
+    ranking comparison reads, whether the scores come from a sweep result or from a store.
+
+    Example:
+        >>> rung_scores([(0, 100, 0.8), (1, 100, 0.7), (0, 300, 0.85)])
+        {100: {0: 0.8, 1: 0.7}, 300: {0: 0.85}}
+    """
+    scores: dict[float, dict[int, float]] = {}
+    for index, budget, score in entries:
+        scores.setdefault(budget, {})[index] = score
+    return scores

@@ -34,7 +34,7 @@ from eve_search.cli._common import (  # noqa: F401 re-exported (old eve_search.c
     check_outputs,
 )
 from eve_search.cli._plugins import reported as _reported_plugin_errors
-from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, _Parser
+from eve_search.cli.args import UsageError, _Parser
 
 __all__ = ["main"]
 
@@ -45,16 +45,13 @@ _processes = _argtypes.bounded_int(1, _argtypes.MAX_CONFIGS, "one worker per con
 
 
 def _add_sweep_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db; e.g. postgresql+psycopg2://user@host/db)")
-    parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
-                        help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
+    _argtypes.add_store_options(parser, checkpoints=True)
     parser.add_argument("--resume", action="store_true", help="continue sweeps already in the store (a sweep "
                         "that finished is reported without training)")
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the task's data (UCI "
                         "Adult: adult.data[.gz] and adult.test[.gz]); default: the task's own (Adult: the bundled "
                         "copy)")
-    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
+    _argtypes.add_cost_mode_option(parser)
     parser.add_argument("--backward-ratio", type=_argtypes.backward_ratio, metavar="R", help="pin the calibrated "
                         "backward/forward ratio instead of measuring it (reproducible across machines; at most "
                         f"{_argtypes.MAX_RATIO:g})")

@@ -28,7 +28,9 @@ __all__ = [
     "DEFAULT_WORKDIR",
     "UsageError",
     "COST_MODE_HELP",
+    "add_cost_mode_option",
     "add_protocol_arguments",
+    "add_store_options",
     "JOBS_PER_CPU",
     "MAX_BUDGET",
     "MAX_CONFIGS",
@@ -430,16 +432,32 @@ def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None
                         help=f"validate every this many charged units, and at the budget (default {eval_every})")
     parser.add_argument("--weight-decay", type=types.weight_decay, default=5e-4, metavar="WD",
                         help=f"default 5e-4, at most {types.MAX_WEIGHT_DECAY:g}")
-    parser.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
+    add_cost_mode_option(parser)
     parser.add_argument("--backward-ratio", type=types.backward_ratio, metavar="R", help="pin the calibrated "
                         "backward/forward ratio of every optimizer instead of measuring it once per optimizer")
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db)")
-    parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
-                        help="where the default store lives (default: ./eve-search-runs)")
+    add_store_options(parser, checkpoints=False)
     parser.add_argument("--resume", action="store_true", help="continue a protocol already in the store: "
                         "finished runs are skipped, the grid may grow (more seeds, optimizers or rates)")
     parser.add_argument("--report-only", action="store_true", help="train nothing: report the runs of this grid "
                         "that the store already holds (a learning rate competes only when every seed has run)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write the summary and every run as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress display and no table")
+
+
+def add_cost_mode_option(parser: Any) -> None:
+    """``--cost-mode`` (:data:`eve_search.optim.budget.COST_MODES`, default calibrated), as every command declares it."""
+    from eve_search.optim.budget import COST_MODES
+
+    parser.add_argument("--cost-mode", choices=sorted(COST_MODES), default="calibrated", help=COST_MODE_HELP)
+
+
+def add_store_options(parser: Any, *, checkpoints: bool) -> None:
+    """``--storage`` and ``--workdir`` (default ``./eve-search-runs``), as every command with a results store
+    declares them; ``checkpoints``: the command also keeps trial checkpoints in the work directory."""
+    from pathlib import Path
+
+    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
+                        "sqlite:///<workdir>/results.db; e.g. postgresql+psycopg2://user@host/db)")
+    kept = "the default store and the trial checkpoints live" if checkpoints else "the default store lives"
+    parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
+                        help=f"where {kept} (default: ./{DEFAULT_WORKDIR})")

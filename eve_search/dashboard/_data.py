@@ -30,10 +30,11 @@ import functools
 import hashlib
 import json
 import math
-import statistics
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from eve_search.analysis.summary import mean_std
 
 __all__ = [
     "PAPER_ADULT_SWEEPS",
@@ -186,13 +187,6 @@ def _finite(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
-
-
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation; the deviation of a single value is unknown (None)."""
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
 def _json_safe(value: Any) -> Any:
@@ -465,8 +459,8 @@ def _time_vs_best(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any
                 groups.setdefault(s["optimizer"], []).append(s)
         ours = []
         for optimizer, runs in sorted(groups.items()):
-            seconds, seconds_std = _mean_std([r["wall_seconds"] for r in runs])
-            best, best_std = _mean_std([r["best"]["score"] for r in runs])
+            seconds, seconds_std = mean_std([r["wall_seconds"] for r in runs])
+            best, best_std = mean_std([r["best"]["score"] for r in runs])
             ours.append({"optimizer": optimizer, "seeds": sorted(r["seed"] for r in runs if r["seed"] is not None),
                          "running": sum(not r["finished"] for r in runs), "wall_seconds": seconds,
                          "wall_seconds_std": seconds_std, "best": best, "best_std": best_std,
@@ -478,14 +472,6 @@ def _time_vs_best(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any
         if ours:
             panels.append({"space": space, "ours": ours, "paper": paper})
     return panels
-
-
-def _rung_scores(sweep: Mapping[str, Any]) -> dict[float, dict[int, float]]:
-    scores: dict[float, dict[int, float]] = {}
-    for t in sweep["trials"]:
-        for r in t["rungs"]:
-            scores.setdefault(r["budget"], {})[t["index"]] = r["score"]
-    return scores
 
 
 def _frozen(scores: Mapping[int, Mapping[int, float]]) -> tuple:
@@ -506,7 +492,7 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
     """EvE against Adam (and the paper's other reference comparisons the store can make), per space."""
     from scipy.stats import rankdata
 
-    from eve_search.analysis.ranking import comparisons
+    from eve_search.analysis.ranking import comparisons, rung_scores
     from eve_search.paper import PAPER_TAUS
 
     panels = []
@@ -515,7 +501,8 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
         modes = {}
         for s in sweeps:
             if s["space"] == space and s["seed"] is not None:
-                by_name.setdefault(s["optimizer"], {})[int(s["seed"])] = _rung_scores(s)
+                by_name.setdefault(s["optimizer"], {})[int(s["seed"])] = rung_scores(
+                    (t["index"], r["budget"], r["score"]) for t in s["trials"] for r in t["rungs"])
                 modes[s["optimizer"]] = s["mode"]
         if "eve" not in by_name or "adam" not in by_name:
             continue

@@ -24,6 +24,7 @@ import torch
 
 from eve_search.engine._background import BackgroundStore
 from eve_search.engine._workers import TrialJob, TrialWorkers, check_jobs
+from eve_search.optim.budget import check_cost_mode
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -72,8 +73,7 @@ class SweepSettings:
                 raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
         if isinstance(self.configs, bool) or not isinstance(self.configs, int) or self.configs < 1:
             raise ValueError(f"Invalid configs: {self.configs!r} (expected an int >= 1)")
-        if self.cost_mode not in ("calibrated", "measured"):
-            raise ValueError(f"Invalid cost_mode: {self.cost_mode!r} (expected 'calibrated' or 'measured')")
+        check_cost_mode(self.cost_mode)
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "
                              "takes a frozen ratio)")

@@ -45,12 +45,14 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
+from eve_search.analysis.summary import mean_std
+from eve_search.optim.budget import check_cost_mode
 from eve_search._imports import require
 from eve_search.engine._stores import describe_failure, redact, safe_url
 from eve_search.engine.store import StoreError, open_storage
@@ -129,8 +131,7 @@ class ProtocolSettings:
         if self.subset is not None and (isinstance(self.subset, bool) or not isinstance(self.subset, int)
                                         or self.subset < 1):
             raise ValueError(f"Invalid subset: {self.subset!r} (expected an int >= 1 or None)")
-        if self.cost_mode not in ("calibrated", "measured"):
-            raise ValueError(f"Invalid cost_mode: {self.cost_mode!r} (expected 'calibrated' or 'measured')")
+        check_cost_mode(self.cost_mode)
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError("Invalid backward_ratio: only the calibrated cost mode takes a frozen ratio")
 
@@ -360,11 +361,6 @@ def run_protocol(settings: ProtocolSettings, *, storage: str, resume: bool = Fal
                           trained=trained, wall_seconds=time.perf_counter() - started)
 
 
-def _mean_std(values: Sequence[float]) -> tuple[float, float]:
-    mean = statistics.fmean(values)
-    return mean, (statistics.stdev(values) if len(values) > 1 else 0.0)
-
-
 def summarize(result: ProtocolResult) -> dict[str, Any]:
     """Per method: every learning rate's mean metrics over its seeds, the rate chosen on validation
     (this package's rule) and on test (the paper's), and the wall time of the budget at each.
@@ -381,9 +377,9 @@ def summarize(result: ProtocolResult) -> dict[str, Any]:
             runs = [r for r in result.runs if r["optimizer"] == optimizer and float(r["lr"]) == float(lr)]
             if not runs:
                 continue
-            val, val_sd = _mean_std([r["val"][metric] for r in runs])
-            test, test_sd = _mean_std([r["test"][metric] for r in runs])
-            wall, wall_sd = _mean_std([r["wall_seconds"] for r in runs])
+            val, val_sd = mean_std([r["val"][metric] for r in runs])
+            test, test_sd = mean_std([r["test"][metric] for r in runs])
+            wall, wall_sd = mean_std([r["wall_seconds"] for r in runs])
             cpu = [r["cpu_seconds"] for r in runs if "cpu_seconds" in r]
             per_lr[float(lr)] = {"seeds": sorted(r["seed"] for r in runs), "val": val, "val_std": val_sd,
                                  "test": test, "test_std": test_sd, "wall_seconds": wall, "wall_std": wall_sd,

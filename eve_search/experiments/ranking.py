@@ -12,7 +12,15 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from eve_search.analysis.ranking import Agreement, Comparison, agreement, comparisons, final_ordering, verdict
+from eve_search.analysis.ranking import (
+    Agreement,
+    Comparison,
+    agreement,
+    comparisons,
+    final_ordering,
+    rung_scores,
+    verdict,
+)
 from eve_search.engine.sweep import ProgressCallback, SweepResult, SweepSettings, prepare_sweep
 from eve_search.paper import PAPER_TAUS, PAPER_TOP_RANKS
 
@@ -37,19 +45,11 @@ def gather(space: str, optimizers: list[str], seeds: list[int], *, storage: str,
     return results
 
 
-def _rung_scores(result: SweepResult) -> dict[float, dict[int, float]]:
-    rungs: dict[float, dict[int, float]] = {}
-    for trial in result.trials:
-        for budget, score in trial["scores"].items():
-            rungs.setdefault(int(budget), {})[trial["index"]] = score
-    return rungs
-
-
 def study(results: dict[str, dict[int, SweepResult]], seeds: list[int], against: str = "adam",
           resamples: int = 1000) -> dict[str, Any]:
     """All agreements of one space: per comparison at rung 1 (the paper's), at every rung, and of
     every rung against the reference's final SHA ordering; plus the verdict line."""
-    scores = {name: {seed: _rung_scores(r) for seed, r in by_seed.items()} for name, by_seed in results.items()}
+    scores = {name: {seed: rung_scores((t["index"], int(b), s) for t in r.trials for b, s in t["scores"].items()) for seed, r in by_seed.items()} for name, by_seed in results.items()}
     budgets = sorted(next(iter(scores[against].values())))
     report: dict[str, Any] = {"comparisons": {}}
     first: dict[Comparison, Agreement] = {}

@@ -27,9 +27,16 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["COST_MODES", "CostMeter", "PassTotals"]
+__all__ = ["COST_MODES", "CostMeter", "PassTotals", "check_cost_mode"]
 
 COST_MODES = ("measured", "calibrated")
+
+
+def check_cost_mode(cost_mode: object) -> str:
+    """``cost_mode`` if it is one of :data:`COST_MODES`, else a one-line ValueError naming it."""
+    if cost_mode not in COST_MODES:
+        raise ValueError(f"Invalid cost_mode: {cost_mode!r} (expected 'calibrated' or 'measured')")
+    return cost_mode  # type: ignore[return-value]
 
 
 def _check_budget(budget: float) -> float:

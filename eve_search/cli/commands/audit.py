@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from eve_search.cli._plugins import reported
-from eve_search.cli.args import DEFAULT_WORKDIR
 from eve_search.experiments.audit._core import (
     DEFAULT_BUDGETS,
     KEEP_RATE,
@@ -36,7 +35,6 @@ DESCRIPTION = (
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the ``adult`` sub-command (and its options) to the ``audit`` parser."""
     import eve_search.cli.args as types
-    from eve_search.cli.args import COST_MODE_HELP
 
     datasets = parser.add_subparsers(dest="dataset", required=True, parser_class=type(parser))
     adult = datasets.add_parser(
@@ -65,12 +63,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                        help=f"mean top-1 regret called small, in points for accuracy (default {REGRET_THRESHOLD:g})")
     adult.add_argument("--configs", type=types.configs, default=48, metavar="N",
                        help=f"configurations sampled (configuration seed 0; default 48, at most {types.MAX_CONFIGS:,})")
-    adult.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                       "sqlite:///<workdir>/results.db)")
-    adult.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
-                       help="where the default store and the trial checkpoints live (default: ./eve-search-runs)")
+    types.add_store_options(adult, checkpoints=True)
     adult.add_argument("--data-dir", type=Path, metavar="DIR", help="another copy of the task's data")
-    adult.add_argument("--cost-mode", choices=("calibrated", "measured"), default="calibrated", help=COST_MODE_HELP)
+    types.add_cost_mode_option(adult)
     adult.add_argument("--backward-ratio", type=types.backward_ratio, metavar="R", help="pin the calibrated "
                        "backward/forward ratio instead of measuring it per model shape")
     adult.add_argument("--resamples", type=types.resamples, default=1000, metavar="N",

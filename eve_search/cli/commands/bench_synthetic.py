@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eve_search.cli.args import DEFAULT_WORKDIR
 from eve_search.engine._stores import redact, safe_url
 from eve_search.engine.store import StoreError
 from eve_search.experiments.synthetic._functions import FUNCTIONS, function_names
@@ -62,10 +61,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         "to other processes is never charged; 'wall', the wall clock, for a dedicated machine")
     parser.add_argument("--alpha", type=float, default=0.05,  # checked in run(): in (0, 1), so finite
                         help="family-wise level of the Holm-Bonferroni correction over every test (default 0.05)")
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db)")
-    parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
-                        help="where the default store lives (default: ./eve-search-runs)")
+    types.add_store_options(parser, checkpoints=False)
     parser.add_argument("--report-only", action="store_true", help="run nothing: report the runs of the "
                         "selection already in the store (each cell over the seeds it has for both methods)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every cell and the counts as JSON")

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from eve_search.cli._common import _default_storage
 from eve_search.cli.args import DEFAULT_WORKDIR
 
 __all__ = ["DEFAULT_STORAGE", "configure_parser", "run"]
@@ -55,10 +56,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="with --serve, seconds between the page's checks of the store (default 5)")
 
 
-def _storage_url(args: argparse.Namespace) -> str:
-    return args.storage or f"sqlite:///{Path(DEFAULT_STORAGE).resolve()}"
-
-
 def _writable(path: Path, argument: str) -> Path:
     from eve_search.cli.args import UsageError
 
@@ -89,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"eve-search dashboard: argument --port: {args.port} only applies with --serve")
     from eve_search.cli._common import check_outputs
 
-    storage = _storage_url(args)
+    storage = _default_storage(args)
     out = _writable(args.out, "--out") if args.out else (None if args.serve else Path("report.html"))
     if args.json:
         _writable(args.json, "--json")
