@@ -37,4 +37,5 @@ demo: install
 	$(BIN)/eve-search adult --space arch
 
 test: install-test system-packages
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q

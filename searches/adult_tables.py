@@ -26,8 +26,8 @@ from rich.table import Table
 from eve_search.cli import seed_list
 from eve_search.dashboard import PAPER_ADULT_SWEEPS
 from eve_search.optim import optimizer_names
-from eve_search.report import SweepProgress
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.cli._report import SweepProgress
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 # Paper, Appendix "UCI Adult": (time s mean, std, best val acc mean, std) per space and optimizer.
 PAPER = PAPER_ADULT_SWEEPS

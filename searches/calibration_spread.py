@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from eve_search.spaces import get_space
+from eve_search.tasks.spaces import get_space
 from eve_search.tasks import architecture_key
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 
 def main(argv: list[str] | None = None) -> int:

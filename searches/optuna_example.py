@@ -8,7 +8,7 @@ things differ from a plain Optuna script:
   all ``cohort_size`` trials have reported it (Optuna's ``SuccessiveHalvingPruner`` judges each trial
   against the trials that happened to report before it), so the trials of a cohort run at once
   (``n_jobs=cohort_size`` here, or that many worker processes on one RDB storage);
-- the model is trained by an eve-search :class:`~eve_search.trial.Trial` with the EvE optimizer,
+- the model is trained by an eve-search :class:`~eve_search.engine.trial.Trial` with the EvE optimizer,
   and ``step`` is the evaluation cost charged so far (paper, Appendix "Evaluation-Cost Accounting"),
   so every trial is judged at the same cost.
 
@@ -32,7 +32,7 @@ from torch import nn
 
 from eve_search.integrations.optuna import SynchronousSHAPruner
 from eve_search.tasks import Splits, Task
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 RUNGS = (100, 300, 900)  # charged evaluation units at which the trials are compared
 

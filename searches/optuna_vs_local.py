@@ -35,7 +35,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eve_search.integrations.optuna import run_sweep_on_optuna
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 VARIABLE = ("wall_seconds", "training_seconds", "trained")
 

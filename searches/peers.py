@@ -50,8 +50,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from eve_search import _argtypes  # noqa: E402
-from eve_search._argtypes import name_list, seed_list, shown, space_list  # noqa: E402
+from eve_search.cli import args as _argtypes  # noqa: E402
+from eve_search.cli.args import name_list, seed_list, shown, space_list  # noqa: E402
 from eve_search.dashboard._peers import REFERENCE_TOOL, TOOLS, goal_text, peers_section  # noqa: E402
 
 from _peers.cpu import LostChildren  # noqa: E402
@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         for argument, path in (("--report-html", args.report_html), ("--json", args.json)):
             if path is not None and path.is_dir():
                 raise UsageError(f"peers.py: argument {argument}: {str(path)!r} is a directory (expected a file path)")
-        from eve_search.store import StoreError
+        from eve_search.engine.store import StoreError
 
         try:
             comparison = Comparison(args)

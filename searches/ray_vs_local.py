@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from eve_search.integrations.ray import EveTrainable, run_sweep_on_ray
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 
 def _sweep(settings: SweepSettings, root: Path, name: str):

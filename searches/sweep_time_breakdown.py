@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from eve_search import store, sweep, trial
+from eve_search.engine import store, sweep, trial
 
 PARTS = [  # (owner, function, label); calibration's probe trials count under calibration only
     (sweep.Sweep, "calibrate", "calibration"),

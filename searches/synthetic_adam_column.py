@@ -3,7 +3,7 @@
 The paper does not give the boxes of its test functions or the backward/forward time ratio its
 GPU measured, and both decide where Adam ends: the box decides the start and, in float32, whether
 f or Adam's second moment overflows; the ratio decides how many Adam steps fit in B = 2,000 units.
-This script reruns the suite's Adam (``eve_search.synthetic.adam_from_lhs``: the same start, lr 0.1,
+This script reruns the suite's Adam (``eve_search.experiments.synthetic.adam_from_lhs``: the same start, lr 0.1,
 box clamp, float32) on chosen cells under alternatives and prints each median beside the paper's:
 
 * ``suite``: the suite's box, charged by the measured rule on this machine's thread CPU time;
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 from eve_search.cli import seed_list
-from eve_search.synthetic import FUNCTIONS, objective
-from eve_search.synthetic._suite import adam_from_lhs
+from eve_search.experiments.synthetic import FUNCTIONS, objective
+from eve_search.experiments.synthetic._suite import adam_from_lhs
 
 # The paper's Adam medians (Table "EvE vs. Adam on the scalable synthetic benchmarks").
 PAPER_ADAM_MEDIAN = {

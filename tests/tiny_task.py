@@ -6,8 +6,8 @@ The whole search (SHA, store, resume, ranking, CLI, Ray, Optuna) runs on it in m
 
 import torch
 
-from eve_search.models import mlp
-from eve_search.spaces import Categorical, Fixed, Float, SearchSpace, register_space
+from eve_search.tasks.models import mlp
+from eve_search.tasks.spaces import Categorical, Fixed, Float, SearchSpace, register_space
 from eve_search.tasks import Splits, Task, register_task
 
 

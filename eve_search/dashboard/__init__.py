@@ -51,8 +51,3 @@ __all__ = [
     "start_server",
     "sweep_view",
 ]
-
-# Built-in views of other kinds of study: searches/peers.py's comparison with other search tools.
-from eve_search.dashboard import _peers  # noqa: E402
-
-_peers.register()

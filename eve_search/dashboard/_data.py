@@ -30,10 +30,11 @@ import functools
 import hashlib
 import json
 import math
-import statistics
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from eve_search.analysis.summary import mean_std
 
 __all__ = [
     "PAPER_ADULT_SWEEPS",
@@ -71,7 +72,29 @@ TASK_TITLES = {"adult": "UCI Adult", "mnist": "MNIST", "lora": "LoRA fine-tuning
 
 Record = Mapping[str, Any]
 KindCollector = Callable[[list[Record]], dict[str, Any]]
-_KINDS: dict[str, KindCollector] = {}
+
+
+def _audit_section(records: list[Record]) -> dict[str, Any]:
+    from eve_search.dashboard._audit import audit_section
+
+    return audit_section(records)
+
+
+def _peer_runs_section(records: list[Record]) -> dict[str, Any]:
+    from eve_search.dashboard._peers import peers_section
+
+    return peers_section(records)
+
+
+def _peer_referee_section(records: list[Record]) -> dict[str, Any]:
+    from eve_search.dashboard._peers import referee_section
+
+    return referee_section(records)
+
+
+# Built in (searches/peers.py's comparison with other search tools included); register_kind adds more.
+_KINDS: dict[str, KindCollector] = {"audit": _audit_section, "peer-run": _peer_runs_section,
+                                    "peer-run-referee": _peer_referee_section}
 
 
 def register_kind(kind: str, collect: KindCollector) -> None:
@@ -106,7 +129,7 @@ def safe_url(url: str) -> str:
 
 def _open_storage(url: str):
     from eve_search._imports import require
-    from eve_search.store import StoreError
+    from eve_search.engine.store import StoreError
 
     optuna = require("optuna", "optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -180,13 +203,6 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and sample standard deviation; the deviation of a single value is unknown (None)."""
-    if not values:
-        return None, None
-    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
-
-
 def _json_safe(value: Any) -> Any:
     """NaN and infinities become None (JSON has neither); tuples become lists; keys become strings."""
     if isinstance(value, float):
@@ -218,7 +234,7 @@ def _is_sweep(attrs: Mapping[str, Any]) -> bool:
 
 
 def _altered(sweep: str, key: str, value: Any, expected: str, trial: Any = None) -> Exception:
-    from eve_search.store import altered  # only on this path: building a page needs no PyTorch
+    from eve_search.engine.store import altered  # only on this path: building a page needs no PyTorch
 
     return altered(sweep, key, value, expected, trial)
 
@@ -277,7 +293,7 @@ def _current_trials(name: str, trials: Iterable[Mapping[str, Any]]) -> list[Mapp
         chain = sorted(chain, key=lambda t: t["number"])
         first = chain[0]["number"]
         if any(t["state"] != "FAIL" for t in chain[:-1]) or any(t.get("retry_of") != first for t in chain[1:]):
-            from eve_search.store import ALTERED, StoreError
+            from eve_search.engine.store import ALTERED, StoreError
 
             raise StoreError(f"results store: sweep {name!r}: trials #{chain[0]['number']} and #{chain[1]['number']} "
                              f"both hold config_index {index} (expected one trial per configuration, or retries "
@@ -421,7 +437,7 @@ def _ladder(trials: list[dict[str, Any]], rungs: list[float], settings: Mapping[
     planned: list[int | None] = [None] * len(rungs)
     configs = settings.get("configs")
     if isinstance(configs, int) and rungs:
-        from eve_search.sha import PROMOTED_FRACTION, rung_sizes
+        from eve_search.engine.sha import PROMOTED_FRACTION, rung_sizes
 
         planned = list(rung_sizes(configs, rungs, float(settings.get("fraction") or PROMOTED_FRACTION)))
     ladder = []
@@ -457,8 +473,8 @@ def _time_vs_best(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any
                 groups.setdefault(s["optimizer"], []).append(s)
         ours = []
         for optimizer, runs in sorted(groups.items()):
-            seconds, seconds_std = _mean_std([r["wall_seconds"] for r in runs])
-            best, best_std = _mean_std([r["best"]["score"] for r in runs])
+            seconds, seconds_std = mean_std([r["wall_seconds"] for r in runs])
+            best, best_std = mean_std([r["best"]["score"] for r in runs])
             ours.append({"optimizer": optimizer, "seeds": sorted(r["seed"] for r in runs if r["seed"] is not None),
                          "running": sum(not r["finished"] for r in runs), "wall_seconds": seconds,
                          "wall_seconds_std": seconds_std, "best": best, "best_std": best_std,
@@ -472,23 +488,15 @@ def _time_vs_best(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any
     return panels
 
 
-def _rung_scores(sweep: Mapping[str, Any]) -> dict[float, dict[int, float]]:
-    scores: dict[float, dict[int, float]] = {}
-    for t in sweep["trials"]:
-        for r in t["rungs"]:
-            scores.setdefault(r["budget"], {})[t["index"]] = r["score"]
-    return scores
-
-
 def _frozen(scores: Mapping[int, Mapping[int, float]]) -> tuple:
     return tuple((seed, tuple(sorted(values.items()))) for seed, values in sorted(scores.items()))
 
 
 @functools.lru_cache(maxsize=1024)
 def _agreement(method: tuple, reference: tuple, pairs: tuple) -> dict[str, Any]:
-    """:func:`eve_search.ranking.agreement` of frozen scores, remembered: a served page asks again
+    """:func:`eve_search.analysis.ranking.agreement` of frozen scores, remembered: a served page asks again
     every few seconds and only the rungs that received results need their bootstrap again."""
-    from eve_search.ranking import agreement
+    from eve_search.analysis.ranking import agreement
 
     return agreement({seed: dict(values) for seed, values in method},
                      {seed: dict(values) for seed, values in reference}, list(pairs)).as_dict()
@@ -498,7 +506,8 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
     """EvE against Adam (and the paper's other reference comparisons the store can make), per space."""
     from scipy.stats import rankdata
 
-    from eve_search.ranking_study import PAPER_TAUS, comparisons
+    from eve_search.analysis.ranking import comparisons, rung_scores
+    from eve_search.paper import PAPER_TAUS
 
     panels = []
     for space in sorted({s["space"] for s in sweeps}):
@@ -506,7 +515,8 @@ def _ranking(sweeps: list[dict[str, Any]], task: str) -> list[dict[str, Any]]:
         modes = {}
         for s in sweeps:
             if s["space"] == space and s["seed"] is not None:
-                by_name.setdefault(s["optimizer"], {})[int(s["seed"])] = _rung_scores(s)
+                by_name.setdefault(s["optimizer"], {})[int(s["seed"])] = rung_scores(
+                    (t["index"], r["budget"], r["score"]) for t in s["trials"] for r in t["rungs"])
                 modes[s["optimizer"]] = s["mode"]
         if "eve" not in by_name or "adam" not in by_name:
             continue

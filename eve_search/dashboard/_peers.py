@@ -33,7 +33,7 @@ from typing import Any
 
 from eve_search.dashboard._svg import PALETTE, Point, Series, chart, esc
 
-__all__ = ["REFEREE_KIND", "RUN_KIND", "TOOLS", "goal", "peers_section", "referee_section", "register",
+__all__ = ["REFEREE_KIND", "RUN_KIND", "TOOLS", "goal", "peers_section", "referee_section",
            "render_peers", "render_referee"]
 
 RUN_KIND = "peer-run"
@@ -356,14 +356,3 @@ def render_referee(section: Mapping[str, Any]) -> str:
                      f"<tbody>{rows}</tbody></table></details>")
     parts.append("</section>")
     return "".join(parts)
-
-
-def register() -> None:
-    """Give peer runs and the referee's cache their own dashboard sections."""
-    from eve_search.dashboard._data import register_kind
-    from eve_search.dashboard._render import register_view
-
-    register_kind(RUN_KIND, peers_section)
-    register_kind(REFEREE_KIND, referee_section)
-    register_view(VIEW, render_peers)
-    register_view(REFEREE_VIEW, render_referee)

@@ -33,7 +33,28 @@ from eve_search.dashboard._svg import PALETTE, Point, Series, chart, color_for, 
 __all__ = ["asset", "register_view", "render_page", "script_json"]
 
 View = Callable[[Mapping[str, Any]], str]
-_VIEWS: dict[str, View] = {}
+
+
+def _audit_view(section: Mapping[str, Any]) -> str:
+    from eve_search.dashboard._audit import render_audit_section
+
+    return render_audit_section(section)
+
+
+def _peers_view(section: Mapping[str, Any]) -> str:
+    from eve_search.dashboard._peers import render_peers
+
+    return render_peers(section)
+
+
+def _peers_referee_view(section: Mapping[str, Any]) -> str:
+    from eve_search.dashboard._peers import render_referee
+
+    return render_referee(section)
+
+
+_VIEWS: dict[str, View] = {"audit": _audit_view, "peers": _peers_view,
+                           "peers-referee": _peers_referee_view}  # built in; register_view adds more
 
 
 def register_view(view: str, render: View) -> None:

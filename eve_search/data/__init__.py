@@ -19,6 +19,7 @@ from eve_search.data._idx import (
     read_idx,
     read_idx_dataset,
 )
+from eve_search.data._splits import Splits
 
 __all__ = [
     "ADULT_SHA256",
@@ -30,6 +31,7 @@ __all__ = [
     "AdultSplits",
     "IdxData",
     "IdxError",
+    "Splits",
     "bundled_adult_dir",
     "identify_idx_dataset",
     "load_adult",

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from eve_search.data._files import DataFile
-from eve_search.tasks import Splits
+from eve_search.data._splits import Splits
 
 if TYPE_CHECKING:  # pandas is imported where CSV is parsed, so importing this module stays cheap
     import pandas as pd

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from eve_search.data._files import DataFile, format_size
-from eve_search.tasks import Splits
+from eve_search.data._splits import Splits
 
 __all__ = [
     "FASHION_MNIST_DIR",

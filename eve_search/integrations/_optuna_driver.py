@@ -2,7 +2,7 @@
 
 Each configuration is one Optuna trial (user attribute ``config_index``); each rung of a configuration
 is one work item. Between work items a trial is **WAITING**, its whole state in a checkpoint file
-(:meth:`eve_search.trial.Trial.save`, atomic; loaded with ``weights_only=True``). A worker claims a
+(:meth:`eve_search.engine.trial.Trial.save`, atomic; loaded with ``weights_only=True``). A worker claims a
 waiting trial with the storage's atomic WAITING -> RUNNING transition (the one ``study.ask()`` uses
 to pop queued trials), records heartbeats for it while it trains, trains it to the rung's budget
 (resumed from its checkpoint, never restarted), saves the checkpoint, writes the rung's details
@@ -10,7 +10,7 @@ to pop queued trials), records heartbeats for it while it trains, trains it to t
 point), and puts it back to WAITING. Any worker may train any rung, so the work spreads evenly and no
 trial stays in memory between rungs.
 
-A rung is decided by the rung ledger (:mod:`eve_search.ledger`) once every live trial of its cohort
+A rung is decided by the rung ledger (:mod:`eve_search.engine.ledger`) once every live trial of its cohort
 has reported; the ledger is rebuilt from the storage on every look, so workers share no state but the
 database. Eliminated trials end PRUNED (their checkpoints deleted), the survivor of the last rung
 COMPLETE with its score.
@@ -43,8 +43,9 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
-from eve_search.checkpoint import CheckpointError, remove_checkpoint, save_atomically
-from eve_search.ledger import (
+from eve_search._openmp import child_environment
+from eve_search.engine.checkpoint import CheckpointError, remove_checkpoint, save_atomically
+from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
     RungLedger,
@@ -52,10 +53,10 @@ from eve_search.ledger import (
     check_rungs,
     rank_order,
 )
-from eve_search.spaces import SearchSpace, get_space
-from eve_search.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
+from eve_search.tasks.spaces import SearchSpace, get_space
+from eve_search.engine.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
 from eve_search.tasks import Task, get_task
-from eve_search.trial import Trial
+from eve_search.engine.trial import Trial
 
 __all__ = ["WorkerReport", "run_sha", "run_sweep_on_optuna", "worker_storage"]
 
@@ -164,9 +165,9 @@ class ShaWorker:
         study: the study (loaded on ``storage``).
         storage: the study's RDB storage, preferably from :func:`worker_storage` (heartbeats, retries).
         trials: configurations in the cohort (``config_index`` 0..trials-1).
-        make_trial: a fresh :class:`~eve_search.trial.Trial` for an index.
+        make_trial: a fresh :class:`~eve_search.engine.trial.Trial` for an index.
         checkpoint_path: where an index's checkpoint lives (shared by every worker).
-        rungs, fraction, mode: the rung rule's parameters (:class:`~eve_search.ledger.RungLedger`).
+        rungs, fraction, mode: the rung rule's parameters (:class:`~eve_search.engine.ledger.RungLedger`).
         details: extra details to record with a rung result (e.g. test metrics of a new best).
         progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
     """
@@ -456,7 +457,7 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     the study's sampler proposes it: TPE, random, QMC..., or parameters queued with
     ``study.enqueue_trial``), and measures the cost calibration; the others wait for it (start the
     first worker alone if they might start within the same instant). Every configuration is trained
-    as an eve-search :class:`~eve_search.trial.Trial`, checkpointed under ``checkpoint_dir`` (a folder
+    as an eve-search :class:`~eve_search.engine.trial.Trial`, checkpointed under ``checkpoint_dir`` (a folder
     every worker can read) at every rung. A killed worker's trials continue in another worker after
     the storage's grace period when ``storage`` comes from :func:`worker_storage`; a call after every
     worker died resumes. Eliminated trials end PRUNED, the survivor COMPLETE.
@@ -468,7 +469,7 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
         storage: the RDB storage the study lives on (:func:`worker_storage` adds heartbeats and retries).
         checkpoint_dir: folder for the trials' checkpoints.
         optimizer, seed, rungs, fraction, cost_mode, backward_ratio: as in
-            :class:`~eve_search.sweep.SweepSettings`.
+            :class:`~eve_search.engine.sweep.SweepSettings`.
         progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
 
     Returns:
@@ -595,8 +596,8 @@ class _WorkerJob:
 
 
 def _open_worker(job: _WorkerJob, sweep: Any = None) -> tuple[ShaWorker, Any]:
-    from eve_search.store import SweepStore
-    from eve_search.sweep import Sweep
+    from eve_search.engine.store import SweepStore
+    from eve_search.engine.sweep import Sweep
 
     if sweep is None:
         space = get_space(job.settings.space)
@@ -634,7 +635,7 @@ def _release_unclaimed(sweep: Any, storage: optuna.storages.BaseStorage, study: 
 def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[..., None] | None = None,
                         heartbeat_interval: int = 2, grace_period: int | None = 20, poll_interval: float = 0.2,
                         threads: int | None = None) -> Any:
-    """Run a prepared sweep (:func:`eve_search.sweep.prepare_sweep`) with ``workers`` worker processes on
+    """Run a prepared sweep (:func:`eve_search.engine.sweep.prepare_sweep`) with ``workers`` worker processes on
     its store, and summarize it exactly as the in-process engine does.
 
     This process is worker 0; ``workers - 1`` more are started (``spawn``). Each claims work items from
@@ -646,19 +647,19 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     readable by every worker.
 
     Args:
-        sweep: a :class:`~eve_search.sweep.Sweep`.
+        sweep: a :class:`~eve_search.engine.sweep.Sweep`.
         workers: worker processes (this one included).
-        progress: as for :meth:`~eve_search.sweep.Sweep.run`.
+        progress: as for :meth:`~eve_search.engine.sweep.Sweep.run`.
         heartbeat_interval, grace_period: see :func:`worker_storage`; a dead worker's trial is resumed
             elsewhere ``grace_period`` seconds after its last heartbeat (long enough that a live worker on
             a busy machine is not taken for dead; if one is, its trial is retried, which costs time only).
         threads: torch threads per worker (default: this process's threads divided among the workers).
 
     Returns:
-        the sweep's :class:`~eve_search.sweep.SweepResult`.
+        the sweep's :class:`~eve_search.engine.sweep.SweepResult`.
     """
-    from eve_search.sha import RungReport
-    from eve_search.sweep import warm_up
+    from eve_search.engine.sha import RungReport
+    from eve_search.engine.trial import warm_up
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"Invalid workers: {workers!r} (expected an int >= 1)")
@@ -687,11 +688,12 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     before = sum(len(r) for r in store.rung_details().values())
     context = multiprocessing.get_context("spawn")
     children = []
-    for k in range(1, workers):
-        child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
-                                args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
-        child.start()
-        children.append(child)
+    with child_environment():  # spawned children load PyTorch at start: their OpenMP policy is set now
+        for k in range(1, workers):
+            child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
+                                    args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
+            child.start()
+            children.append(child)
     worker.progress = progress
     torch.set_num_threads(per_worker)
     try:

@@ -6,7 +6,7 @@ order in which trials run (the first trial of a study is never pruned). Synchron
 halving (paper, Section "Successive halving") judges a rung once its whole cohort has reported it.
 A pruner cannot pause a trial, so :class:`SynchronousSHAPruner` makes ``should_prune()`` wait at a
 rung until every trial of the cohort has reported the rung or ended, then lets the rung ledger
-(:mod:`eve_search.ledger`, the only place with the rung rule and its tie-break) decide.
+(:mod:`eve_search.engine.ledger`, the only place with the rung rule and its tie-break) decide.
 
 Everything it needs is read from the study's storage on every poll (trials, their intermediate values
 and states, decisions already taken, cohorts closed early), so it works across threads
@@ -30,7 +30,7 @@ from optuna.storages import InMemoryStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from eve_search.ledger import (
+from eve_search.engine.ledger import (
     PROMOTED_FRACTION,
     RungDecision,
     RungLedger,
@@ -158,7 +158,7 @@ class SynchronousSHAPruner(BasePruner):
     By default the rungs are Optuna's geometric schedule from ``min_resource=1`` step growing by
     ``reduction_factor=3`` (steps 1, 3, 9, 27, ...), open-ended unless ``max_resource`` is given, and
     each rung promotes the best third: a script that counts epochs or iterations works unchanged. The
-    paper's rungs in cost units are one argument away: ``rungs=eve_search.ledger.DEFAULT_RUNGS``
+    paper's rungs in cost units are one argument away: ``rungs=eve_search.engine.ledger.DEFAULT_RUNGS``
     (100, 300, 900, 2,700 and 3,000 units). The first report at a step at or past a rung's budget
     counts for that rung; a report between rungs decides nothing. A warning says when a trial completed
     below the first rung (the pruner never judged it) or when one report passed several rungs at once.
@@ -168,7 +168,7 @@ class SynchronousSHAPruner(BasePruner):
     PRUNED, FAIL, or failed by Optuna's heartbeat check after its worker died); then the best
     ``ceil(fraction x reporters)`` go on (``should_prune()`` returns False) and the rest are pruned
     (True). At the last rung nobody is pruned. A NaN score ranks last; ties go to the lower trial
-    number (:func:`eve_search.ledger.rank_order`).
+    number (:func:`eve_search.engine.ledger.rank_order`).
 
     **Cohorts** are consecutive trial numbers: the first ``cohort_size`` trials of the study form cohort
     0, the next ``cohort_size`` cohort 1, and so on (a trial re-queued after its worker died takes the
@@ -213,7 +213,7 @@ class SynchronousSHAPruner(BasePruner):
 
     Args:
         rungs: explicit cumulative budgets in steps (integers, strictly increasing), for instance the
-            paper's ``eve_search.ledger.DEFAULT_RUNGS`` in cost units; the last promotes nobody. None:
+            paper's ``eve_search.engine.ledger.DEFAULT_RUNGS`` in cost units; the last promotes nobody. None:
             the geometric schedule below. Give either ``rungs`` or the three arguments below.
         fraction: promoted share of a rung, in (0, 1] (None: ``1 / reduction_factor``, or 1/3 with
             ``rungs``).

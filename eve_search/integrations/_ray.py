@@ -24,13 +24,13 @@ one ``tune.report`` or one ``Trainable.step()``) and make the trainable resume f
 
 :class:`SynchronousSHAScheduler` pauses a trial (Tune checkpoints it) when its ``time_attr`` reaches
 a rung, waits until every live trial of the rung's cohort has reached it or ended, then lets
-:class:`~eve_search.ledger.RungLedger` decide: the losers are stopped, the winners resumed from their
+:class:`~eve_search.engine.ledger.RungLedger` decide: the losers are stopped, the winners resumed from their
 checkpoints. A paused trial gives its concurrency slot back, so ``ConcurrencyLimiter`` and
 ``max_concurrent_trials`` limit how many trials train at once, never the cohort. The ledgers are
 written beside Tune's experiment state (the driver staging folder that Tune syncs to
 ``storage_path``), so a restored run continues them exactly.
 
-:class:`EveTrainable` is a ``tune.Trainable`` over :class:`~eve_search.trial.Trial`: each ``step()``
+:class:`EveTrainable` is a ``tune.Trainable`` over :class:`~eve_search.engine.trial.Trial`: each ``step()``
 trains to the next rung budget and reports ``eval_cost``, the task's validation metrics and
 ``wall_seconds``; its checkpoint is the whole trial (model, optimizer with EvE's population and
 moments, cost meter, batch stream, generators), so a paused or restored trial continues bit for bit.
@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eve_search._imports import require
-from eve_search.ledger import (
+from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
     RungDecision,
@@ -88,7 +88,7 @@ from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
 if TYPE_CHECKING:
     from eve_search.tasks import Task
-    from eve_search.trial import Trial
+    from eve_search.engine.trial import Trial
 
 __all__ = ["INDEX_KEY", "STATE_FILE", "EveTrainable", "SynchronousSHAScheduler", "SynchronousSHAWarning",
            "config_index", "load_scheduler_state"]
@@ -167,7 +167,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
     A step is one unit of ``time_attr``. With the default ``"training_iteration"`` it is one
     ``tune.report(...)`` of a function trainable or one ``step()`` of a class ``Trainable`` (for most
     scripts an epoch); with ``time_attr="eval_cost"`` (what :class:`EveTrainable` reports) it is one
-    evaluation unit of :class:`~eve_search.budget.CostMeter`, and the rungs default to the paper's
+    evaluation unit of :class:`~eve_search.optim.budget.CostMeter`, and the rungs default to the paper's
     ``(100, 300, 900, 2700, 3000)``.
 
     Rungs: ``rungs=`` gives them explicitly; otherwise they grow geometrically from ``grace_period``
@@ -984,7 +984,7 @@ def config_index(config: dict[str, Any]) -> int:
 
 
 class EveTrainable(tune.Trainable):
-    """A Ray Tune trainable over :class:`~eve_search.trial.Trial`, for any registered task.
+    """A Ray Tune trainable over :class:`~eve_search.engine.trial.Trial`, for any registered task.
 
     Pass the settings with ``tune.with_parameters(EveTrainable, task=..., rungs=..., ...)``; the
     trial's ``config`` is the configuration (``lr``, ``weight_decay`` and the task's model keys).
@@ -996,7 +996,7 @@ class EveTrainable(tune.Trainable):
             registered task name.
         optimizer: ``"eve"`` or a baseline name; ``seed``: the training seed.
         rungs: where ``step()`` stops: each step trains to the next rung budget.
-        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.budget.CostMeter`).
+        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
         backward_ratio: one frozen backward/forward ratio for every configuration, or
             ``backward_ratios``: one per ``task.cost_key(config)`` (a sweep measures them once, before
             training); with neither, calibrated mode measures this trial's own ratio in ``setup``.
@@ -1025,7 +1025,7 @@ class EveTrainable(tune.Trainable):
         self.trial = self._build(config)
 
     def _build(self, config: dict[str, Any]) -> Trial:
-        from eve_search.trial import Trial
+        from eve_search.engine.trial import Trial
 
         params = {k: v for k, v in config.items() if k != INDEX_KEY}
         s = self._settings

@@ -29,11 +29,11 @@ from eve_search.integrations._ray import (
     EveTrainable,
     SynchronousSHAScheduler,
 )
-from eve_search.ledger import RungLedger, rank_order
-from eve_search.sha import RungReport
+from eve_search.engine.ledger import RungLedger, rank_order
+from eve_search.engine.sha import RungReport
 
 if TYPE_CHECKING:
-    from eve_search.sweep import Sweep, SweepResult
+    from eve_search.engine.sweep import Sweep, SweepResult
 
 __all__ = ["run_sweep_on_ray"]
 
@@ -221,8 +221,8 @@ def _probe(address: str) -> None:
 def run_sweep_on_ray(sweep: Sweep, *, address: str | None = None, progress: ProgressCallback | None = None,
                      storage_path: str | os.PathLike | None = None, num_cpus: int = 2,
                      cpus_per_trial: float = 1.0) -> SweepResult:
-    """Run a prepared sweep (:func:`eve_search.sweep.prepare_sweep`) through Ray Tune; the same
-    :class:`~eve_search.sweep.SweepResult` and store records as :meth:`Sweep.run`.
+    """Run a prepared sweep (:func:`eve_search.engine.sweep.prepare_sweep`) through Ray Tune; the same
+    :class:`~eve_search.engine.sweep.SweepResult` and store records as :meth:`Sweep.run`.
 
     Args:
         sweep: the prepared sweep (its settings, configurations, store).

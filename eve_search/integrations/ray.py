@@ -11,7 +11,7 @@ from eve_search.integrations._ray import (
     load_scheduler_state,
 )
 from eve_search.integrations._ray_sweep import run_sweep_on_ray
-from eve_search.ledger import DEFAULT_RUNGS as PAPER_RUNGS
+from eve_search.engine.ledger import DEFAULT_RUNGS as PAPER_RUNGS
 
 __all__ = [
     "INDEX_KEY",

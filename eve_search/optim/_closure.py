@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 
 __all__ = ["CLOSURE_CONTRACT", "ClosureContractError", "charged_backward", "charged_forward", "loss_value"]
 

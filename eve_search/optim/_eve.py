@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
@@ -200,7 +200,7 @@ class EvE(torch.optim.Optimizer):
         bounds: None, a half-width, a ``(lower, upper)`` pair, or one pair per parameter (all of
             them, or only the trainable ones).
         seed: the one integer every random draw of this optimizer derives from.
-        meter: a :class:`~eve_search.budget.CostMeter` charged for every pass; a step stops at the
+        meter: a :class:`~eve_search.optim.budget.CostMeter` charged for every pass; a step stops at the
             first evaluation that finds it exhausted.
 
     Example:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
     EvEHyperparameters,
@@ -186,7 +186,7 @@ def minimize(
         gradient: maps a point (n,) to the gradient of f there; default: autograd through f.
         resample: for a stochastic f (a minibatch loss), called at the start of every iteration to
             draw the new batch; the challenged slot is then re-scored on it before anything else.
-        meter: a :class:`~eve_search.budget.CostMeter` to charge (default: a new measured one).
+        meter: a :class:`~eve_search.optim.budget.CostMeter` to charge (default: a new measured one).
         callback: called after every iteration with (iteration, best value so far).
 
     Example:

@@ -3,7 +3,7 @@
 Every entry returns an object whose ``step(closure)`` runs one charged training step: the closure
 returns the loss on the step's minibatch and never calls ``backward`` itself. Baselines are wrapped
 in :class:`MeteredOptimizer` (one forward plus one backward per step, both charged to the same
-:class:`~eve_search.budget.CostMeter` EvE reports to). Each baseline gets its fastest stock
+:class:`~eve_search.optim.budget.CostMeter` EvE reports to). Each baseline gets its fastest stock
 implementation for its parameters' device (fused or multi-tensor kernels) so that no baseline is
 made slower than it has to be.
 """
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
-from eve_search.budget import CostMeter
+from eve_search.optim.budget import CostMeter
 from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._eve import EvE
 

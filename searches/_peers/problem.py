@@ -1,13 +1,13 @@
 """The one search problem every tool solves, and its declared space in each tool's own format.
 
-The problem: a task of eve-search (UCI Adult), one of its declared spaces (:mod:`eve_search.spaces`),
-configurations trained as :class:`eve_search.trial.Trial` under the calibrated cost rule with a pinned
+The problem: a task of eve-search (UCI Adult), one of its declared spaces (:mod:`eve_search.tasks.spaces`),
+configurations trained as :class:`eve_search.engine.trial.Trial` under the calibrated cost rule with a pinned
 backward/forward ratio (so a unit costs the same for every tool), at most ``max_units`` charged units
 per configuration, a first fidelity of ``min_units`` and a reduction factor of ``reduction_factor``.
 
 Every translation of the declared space lives here, generated from the declaration (never retyped):
 Ray Tune's ``param_space``, ConfigSpace (DEHB), Syne Tune's ``config_space``; Optuna uses the space's
-own :meth:`~eve_search.spaces.SearchSpace.suggest`. :func:`coerce` brings whatever a tool hands back
+own :meth:`~eve_search.tasks.spaces.SearchSpace.suggest`. :func:`coerce` brings whatever a tool hands back
 (NumPy scalars, strings from a command line, a float a hair outside its range) to the declared types,
 so that a configuration means the same thing to the referee whichever tool proposed it.
 
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from eve_search.ledger import rungs_from_geometric
-from eve_search.spaces import Categorical, Fixed, Float, Int, SearchSpace, get_space
+from eve_search.engine.ledger import rungs_from_geometric
+from eve_search.tasks.spaces import Categorical, Fixed, Float, Int, SearchSpace, get_space
 
 __all__ = ["Problem", "coerce", "config_key", "configspace", "ray_param_space", "syne_tune_space"]
 

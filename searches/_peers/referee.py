@@ -1,6 +1,6 @@
 """The referee: a configuration's quality, whichever tool picked it.
 
-The configuration is trained as an Adam :class:`~eve_search.trial.Trial` to the full ``max_units``
+The configuration is trained as an Adam :class:`~eve_search.engine.trial.Trial` to the full ``max_units``
 under the pinned cost rule on each referee seed (seeds of their own, 10000 + k, so no search saw
 their initial weights or batches), with one PyTorch thread (a score does not depend on how many
 processes computed it); validation and test accuracy are the task's metrics. Scores are cached in the
@@ -30,7 +30,7 @@ def train_one(problem: dict[str, Any], config: dict[str, Any], seed: int) -> dic
     """One referee training (module level: it also runs in worker processes)."""
     import torch
 
-    from eve_search.trial import Trial
+    from eve_search.engine.trial import Trial
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

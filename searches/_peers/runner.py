@@ -13,7 +13,7 @@ the run. The run speaks a JSON-lines protocol into the file the spec names (``ev
   the tool returns, read the way its documentation shows;
 * ``{"type": "error", "message"}`` when the run failed (exit code 1).
 
-Every tool trains the same :class:`eve_search.trial.Trial` (Adam, calibrated cost rule with the pinned
+Every tool trains the same :class:`eve_search.engine.trial.Trial` (Adam, calibrated cost rule with the pinned
 backward ratio), except eve-search's own searches, which train EvE where their names say so. Each
 tool's code below is written here, in that tool's usual idiom. The process makes itself a child
 subreaper (Linux), so that worker processes orphaned by a tool (Ray's workers after ``ray.shutdown``)
@@ -138,7 +138,7 @@ class Context:
         self.settings: dict[str, Any] = {}
 
     def trial(self, config: dict[str, Any], index: int, optimizer: str = "adam") -> Any:
-        from eve_search.trial import Trial
+        from eve_search.engine.trial import Trial
 
         return Trial(self.task, config, optimizer, seed=self.seed, index=index, cost_mode="calibrated",
                      backward_ratio=self.problem.backward_ratio, data=self.data)
@@ -174,7 +174,7 @@ def versions() -> dict[str, str]:
 def run_eve_sha(ctx: Context, optimizer: str) -> tuple[dict[str, Any], str]:
     """eve-search's synchronous SHA (the in-process engine, ``--jobs`` workers): ``configs`` x the budget
     multiplier configurations drawn from the search seed, the problem's rungs."""
-    from eve_search.sweep import SweepSettings, prepare_sweep
+    from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
     p = ctx.problem
     settings = SweepSettings(task=p.task, space=p.space, optimizer=optimizer, seed=ctx.seed, config_seed=ctx.seed,
@@ -203,7 +203,7 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     from optuna.trial import TrialState, create_trial
 
     from eve_search.integrations.optuna import run_sha, worker_storage
-    from eve_search.store import rung_key
+    from eve_search.engine.store import rung_key
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     p = ctx.problem
@@ -310,7 +310,7 @@ def _ray_train(config: dict[str, Any], problem: dict[str, Any], seed: int, check
     from ray import tune
 
     from eve_search.tasks import get_task
-    from eve_search.trial import Trial
+    from eve_search.engine.trial import Trial
 
     torch.set_num_threads(1)  # one CPU per trial, as Ray reserves it
     p = Problem(**problem)

@@ -30,7 +30,7 @@ def main() -> None:
     from _peers.problem import Problem, coerce, config_key
     from _peers.runner import METRIC, stable_index
     from eve_search.tasks import get_task
-    from eve_search.trial import Trial
+    from eve_search.engine.trial import Trial
 
     torch.set_num_threads(args.peers_threads)
     problem = Problem(**json.loads(args.peers_problem))

@@ -30,7 +30,7 @@ class PeerStore:
     def __init__(self, url: str) -> None:
         import optuna
 
-        from eve_search.store import open_storage, write_ahead
+        from eve_search.engine.store import open_storage, write_ahead
 
         self.url = url
         self.optuna = optuna

@@ -16,7 +16,7 @@ import numpy as np
 import optuna
 import pytest
 
-from eve_search.sha import promote_top_fraction
+from eve_search.engine.sha import promote_top_fraction
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

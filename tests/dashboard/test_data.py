@@ -14,8 +14,8 @@ from eve_search.dashboard import (
     register_kind,
     safe_url,
 )
-from eve_search.ranking import agreement
-from eve_search.store import StoreError
+from eve_search.analysis.ranking import agreement
+from eve_search.engine.store import StoreError
 from tests.dashboard.conftest import add_generic, add_sweep, url_of
 
 

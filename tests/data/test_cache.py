@@ -77,7 +77,7 @@ def test_a_damaged_or_unsafe_entry_is_recomputed_and_rewritten(tmp_path, damage,
         assert np.array_equal(entry["x"], np.arange(5.0))
 
 
-def test_an_unwritable_folder_still_gives_the_arrays(tmp_path):
+def test_an_unwritable_cache_folder_gives_the_arrays_uncached(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the folder should be")
     assert np.array_equal(cached_arrays("k", "1", lambda: {"x": np.ones(2)}, ("x",), folder=blocker / "sub")["x"],

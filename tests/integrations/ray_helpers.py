@@ -10,7 +10,7 @@ import torch
 
 from eve_search import CostMeter, EvE
 from eve_search.integrations.ray import EveTrainable
-from eve_search.models import mlp
+from eve_search.tasks.models import mlp
 from eve_search.tasks import Task, register_task
 from tests.tiny_task import make_tiny_splits
 

@@ -28,8 +28,8 @@ from eve_search.integrations.optuna import (
     run_sweep_on_optuna,
     worker_storage,
 )
-from eve_search.ledger import promote_top_fraction
-from eve_search.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.ledger import promote_top_fraction
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
 from tests.integrations.tiny_tasks import (
     TINY_WORKERS_TASK,  # registers tiny-workers and tiny-slow
 )

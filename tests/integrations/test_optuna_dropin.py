@@ -26,8 +26,8 @@ from eve_search.integrations.optuna import (
     SynchronousSHAPruner,
     optimize_in_cohorts,
 )
-from eve_search.ledger import DEFAULT_RUNGS, promote_top_fraction
-from eve_search.models import mlp
+from eve_search.engine.ledger import DEFAULT_RUNGS, promote_top_fraction
+from eve_search.tasks.models import mlp
 from tests.tiny_task import make_tiny_splits
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

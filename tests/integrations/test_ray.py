@@ -25,9 +25,9 @@ from eve_search.integrations.ray import (
     load_scheduler_state,
     run_sweep_on_ray,
 )
-from eve_search.ledger import RungLedger
-from eve_search.sweep import SweepSettings, prepare_sweep
-from eve_search.trial import Trial
+from eve_search.engine.ledger import RungLedger
+from eve_search.engine.sweep import SweepSettings, prepare_sweep
+from eve_search.engine.trial import Trial
 from tests.integrations.ray_helpers import (
     CONFIGS,
     RAY_TINY,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from eve_search.models import mlp
+from eve_search.tasks.models import mlp
 from eve_search.tasks import Task, cross_entropy_loss, register_task
 from tests.tiny_task import TINY_SPACE, make_tiny_splits
 

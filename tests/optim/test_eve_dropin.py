@@ -1,4 +1,4 @@
-"""EvE in the training scripts torch users already have (issue 22, item 4).
+"""EvE in the training scripts torch users already have.
 
 Each test is one thing such a script does: checkpoints that hold only the model, weights changed
 between steps, LBFGS-style closures, parameter groups, schedulers, dropout, zero_grad, frozen,
@@ -139,7 +139,7 @@ def test_a_model_only_checkpoint_restored_into_a_new_model_and_eve_continues_fro
     # The population was rebuilt around the loaded weights (slot 1 is them), so the first step can
     # only do as well or better on its batch: it cannot jump to the stale population's best member.
     after_one_step = val_loss(restored.model)
-    assert after_one_step < 1.25 * saved_val + 0.01  # the issue saw 0.674 -> 0.523 accuracy here
+    assert after_one_step < 1.25 * saved_val + 0.01  # a stale population would lose accuracy here
     assert best <= loaded_batch_loss + 1e-5
     assert loss(restored.model, xb, yb).item() == pytest.approx(best, abs=1e-6)
     assert restored.optimizer.reanchors == 1
@@ -332,7 +332,7 @@ def test_saving_model_and_optimizer_together_stays_bit_exact_across_reanchors(sa
     assert opt.meter.cost == opt_b.meter.cost
 
 
-def test_an_optimizer_state_from_before_reanchoring_existed_still_loads():
+def test_a_state_dict_without_reanchor_counters_loads_and_continues():
     model = net()
     opt = EvE(model.parameters(), lr=1e-2, seed=2)
     train(model, opt, 6, batch_seed=0)

@@ -28,7 +28,7 @@ from _peers.store import PeerStore  # noqa: E402
 
 from eve_search.dashboard import build, render_page  # noqa: E402
 from eve_search.dashboard._peers import goal, peers_section  # noqa: E402
-from eve_search.spaces import get_space  # noqa: E402
+from eve_search.tasks.spaces import get_space  # noqa: E402
 
 TOOLS = ["eve-sha-eve", "optuna-tpe-sh", "ray-asha", "random"]
 TINY = ["--spaces", "hp", "--seeds", "0", "--budget-multipliers", "1", "--configs", "2", "--max-units", "40",

@@ -1,0 +1,227 @@
+"""The proxy audit's measures: pure functions over {config_index: score} of finished runs.
+
+Top-1 regret, whether promotion keeps the true best, the per-budget table and the verdict, and
+:func:`audit_measures` that applies them all. The runs that feed them are
+:mod:`eve_search.experiments.audit`; the dashboard draws them (:mod:`eve_search.dashboard._audit`).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from eve_search.analysis.ranking import agreement
+from eve_search.engine.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    promotion_count,
+    rank_order,
+)
+
+__all__ = [
+    "AUDIT_KIND",
+    "DEFAULT_BUDGETS",
+    "KEEP_RATE",
+    "REGRET_THRESHOLD",
+    "audit_measures",
+    "budget_table",
+    "keeps_true_best",
+    "top1_regret",
+    "verdict",
+]
+
+AUDIT_KIND = "audit"
+# The rungs of a sweep plus a cheaper point.
+DEFAULT_BUDGETS: tuple[int, ...] = (30, *DEFAULT_RUNGS)
+KEEP_RATE = 0.8  # "in at least 4 of 5 seeds"
+REGRET_THRESHOLD = 0.1  # points (accuracy) or metric units
+
+Scores = Mapping[int, float]
+
+
+# The measures: small pure functions over {config_index: score} ----------------------------------
+
+
+def _ordered(scores: Scores) -> dict[int, float]:
+    return dict(sorted(scores.items()))
+
+
+def _worst(scores: Scores, mode: str) -> float:
+    finite = [v for v in scores.values() if not math.isnan(v)]
+    if not finite:
+        return math.nan
+    return min(finite) if mode == "max" else max(finite)
+
+
+def top1_regret(proxy: Scores, truth: Scores, mode: str = "max", scale: float = 1.0) -> float:
+    """How much worse, under the truth, the proxy's best configuration is than the true best.
+
+    Both picks use the promotion tie-break (:func:`eve_search.engine.ledger.rank_order`, ties: the lower
+    configuration index); only configurations both scorings hold count. A pick whose truth score is
+    NaN (diverged) counts as the worst finite truth score. ``scale`` converts units (100: points).
+
+    >>> round(top1_regret({0: 0.9, 1: 0.5}, {0: 0.80, 1: 0.86}, scale=100), 6)
+    6.0
+    """
+    keys = sorted(set(proxy) & set(truth))
+    if not keys:
+        return math.nan
+    truth = {k: truth[k] for k in keys}
+    best = rank_order(truth, mode)[0]
+    pick = rank_order({k: proxy[k] for k in keys}, mode)[0]
+    picked = truth[pick] if not math.isnan(truth[pick]) else _worst(truth, mode)
+    gap = truth[best] - picked if mode == "max" else picked - truth[best]
+    return scale * gap
+
+
+def keeps_true_best(proxy: Scores, truth: Scores, fraction: float = PROMOTED_FRACTION, mode: str = "max") -> bool:
+    """Whether the truth's best configuration is among the proxy's top ``fraction`` (successive
+    halving's promotion: ceil(n * fraction), the same tie-break).
+
+    >>> keeps_true_best({0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.1, 1: 0.2, 2: 0.9})
+    False
+    """
+    keys = sorted(set(proxy) & set(truth))
+    if not keys:
+        return False
+    best = rank_order({k: truth[k] for k in keys}, mode)[0]
+    kept = rank_order({k: proxy[k] for k in keys}, mode)[:promotion_count(len(keys), fraction)]
+    return best in kept
+
+
+def _bootstrap_top(proxies: Sequence[Scores], truths: Sequence[Scores], fraction: float, mode: str, scale: float,
+                   resamples: int, level: float, seed: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Percentile intervals of the mean (over seeds) top-1 regret and keep rate, configurations
+    resampled with replacement within each seed (as :func:`eve_search.analysis.ranking.agreement` does for tau).
+    Within a resample, ties go to the first drawn copy."""
+    rng = np.random.default_rng(seed)
+    sign = 1.0 if mode == "max" else -1.0
+    regrets, keeps = [], []
+    for proxy, truth in zip(proxies, truths, strict=True):
+        keys = sorted(set(proxy) & set(truth))
+        p = sign * np.array([proxy[k] for k in keys], dtype=float)
+        t = sign * np.array([truth[k] for k in keys], dtype=float)
+        p = np.where(np.isnan(p), -np.inf, p)
+        worst = np.nanmin(t) if np.isfinite(np.nanmin(t)) else 0.0
+        t = np.where(np.isnan(t), worst, t)
+        draws = rng.integers(0, len(keys), (resamples, len(keys)))
+        pd, td = p[draws], t[draws]
+        rows = np.arange(resamples)
+        pick = np.argmax(pd, axis=1)
+        regrets.append(scale * (td.max(axis=1) - td[rows, pick]))
+        best = np.argmax(td, axis=1)
+        ahead = (pd > pd[rows, best][:, None]).sum(axis=1)
+        keeps.append(ahead < promotion_count(len(keys), fraction))
+    alpha = (1 - level) / 2
+    mean_regret = np.mean(regrets, axis=0)
+    mean_keep = np.mean(keeps, axis=0)
+    return ((float(np.quantile(mean_regret, alpha)), float(np.quantile(mean_regret, 1 - alpha))),
+            (float(np.quantile(mean_keep, alpha)), float(np.quantile(mean_keep, 1 - alpha))))
+
+
+def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds: Sequence[int], *,
+                 pairs: Sequence[tuple[int, int]] | None = None, fraction: float = PROMOTED_FRACTION,
+                 mode: str = "max", scale: float = 1.0, resamples: int = 1000, level: float = 0.95,
+                 seed: int = 0) -> dict[str, Any]:
+    """Tau-b, top-1 regret and top-``fraction`` inclusion of one proxy scoring against the truth.
+
+    ``proxy[s]`` and ``truth[t]`` are ``{config_index: score}``, compared for each pair (s, t)
+    (default: the same seed); means over pairs with bootstrap intervals over configurations.
+    """
+    pairs = [(s, s) for s in seeds] if pairs is None else list(pairs)
+    tau = agreement(proxy, truth, pairs, resamples=resamples, level=level, seed=seed)
+    regrets = [top1_regret(proxy[s], truth[t], mode, scale) for s, t in pairs]
+    keeps = [keeps_true_best(proxy[s], truth[t], fraction, mode) for s, t in pairs]
+    regret_interval, keep_interval = _bootstrap_top([proxy[s] for s, _ in pairs], [truth[t] for _, t in pairs],
+                                                    fraction, mode, scale, resamples, level, seed)
+    return {
+        "tau": {"mean": tau.mean, "std": tau.std, "per_seed": tau.taus, "interval": list(tau.interval)},
+        "regret": {"mean": statistics.fmean(regrets), "per_seed": regrets, "interval": list(regret_interval)},
+        "keep": {"rate": statistics.fmean(keeps), "kept": sum(keeps), "seeds": len(keeps), "per_seed": keeps,
+                 "interval": list(keep_interval)},
+    }
+
+
+def verdict(rows: Mapping[int, Mapping[str, Any]], *, keep_rate: float = KEEP_RATE,
+            regret_threshold: float = REGRET_THRESHOLD) -> dict[str, Any]:
+    """The cheapest budget, by mean wall seconds, at which the proxy keeps the true best in its top
+    third in at least ``keep_rate`` of seeds; the cheapest at which its mean top-1 regret is under
+    ``regret_threshold``; and the cheapest at which both hold. None where no budget of the grid does.
+
+    ``rows[budget]`` holds ``"keep"``, ``"regret"`` (as :func:`budget_table` gives them) and
+    ``"wall_seconds"`` (``{"mean": ...}``).
+
+    >>> rows = {30: {"keep": {"rate": 0.6}, "regret": {"mean": 0.5}, "wall_seconds": {"mean": 2.0}},
+    ...         100: {"keep": {"rate": 0.8}, "regret": {"mean": 0.3}, "wall_seconds": {"mean": 6.0}},
+    ...         300: {"keep": {"rate": 1.0}, "regret": {"mean": 0.0}, "wall_seconds": {"mean": 18.0}}}
+    >>> v = verdict(rows)
+    >>> v["keeps_best"]["budget"], v["regret_under"]["budget"], v["both"]["budget"]
+    (100, 300, 300)
+    """
+
+    def cheapest(ok: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
+        passing = [(row["wall_seconds"]["mean"], budget) for budget, row in rows.items() if ok(row)]
+        if not passing:
+            return None
+        seconds, budget = min(passing)
+        return {"budget": budget, "wall_seconds": seconds}
+
+    def keeps(row: Mapping[str, Any]) -> bool:
+        return row["keep"]["rate"] >= keep_rate - 1e-9
+
+    def small(row: Mapping[str, Any]) -> bool:
+        return row["regret"]["mean"] < regret_threshold
+
+    return {"keep_rate": keep_rate, "regret_threshold": regret_threshold,
+            "keeps_best": cheapest(keeps), "regret_under": cheapest(small),
+            "both": cheapest(lambda row: keeps(row) and small(row))}
+
+
+def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, Mapping[str, Any]]]],
+                   seeds: Sequence[int], proxies: Sequence[str], truth: str, budgets: Sequence[int], *,
+                   mode: str = "max", scale: float = 1.0, fraction: float = PROMOTED_FRACTION,
+                   keep_rate: float = KEEP_RATE, regret_threshold: float = REGRET_THRESHOLD,
+                   resamples: int = 1000) -> dict[str, Any]:
+    """Every measure of finished runs: per proxy and budget against the truth, the verdicts, the
+    truth's best per seed and the truth under the next seed.
+
+    ``details[(trainer, seed)][config_index][budget]`` holds what a grid point recorded (``score``,
+    ``wall_seconds``, ``charged_units``, optionally ``test``); every trainer and seed must hold every
+    budget of every configuration.
+    """
+    budgets = list(budgets)
+    seeds = list(seeds)
+
+    def scores(trainer: str, seed: int, budget: int) -> dict[int, float]:
+        return {index: float(rungs[budget]["score"]) for index, rungs in sorted(details[(trainer, seed)].items())}
+
+    truths = {seed: scores(truth, seed, budgets[-1]) for seed in seeds}
+    report: dict[str, Any] = {"proxies": {}, "truth_runs": {}, "noise_floor": None}
+    for seed in seeds:
+        best = rank_order(truths[seed], mode)[0]
+        record = details[(truth, seed)][best][budgets[-1]]
+        report["truth_runs"][str(seed)] = {
+            "best_index": best, "best_score": record["score"], "best_test": record.get("test"),
+            "wall_seconds": sum(r[budgets[-1]]["wall_seconds"] for r in details[(truth, seed)].values())}
+    options = {"fraction": fraction, "mode": mode, "scale": scale, "resamples": resamples}
+    for proxy in proxies:
+        rows: dict[int, dict[str, Any]] = {}
+        for budget in budgets:
+            row = budget_table({s: scores(proxy, s, budget) for s in seeds}, truths, seeds, **options)
+            walls = [sum(r[budget]["wall_seconds"] for r in details[(proxy, s)].values()) for s in seeds]
+            units = [sum(r[budget]["charged_units"] for r in details[(proxy, s)].values()) for s in seeds]
+            row["wall_seconds"] = {"mean": statistics.fmean(walls), "per_seed": walls}
+            row["charged_units"] = statistics.fmean(units)
+            rows[budget] = row
+        report["proxies"][proxy] = {
+            "budgets": {str(b): row for b, row in rows.items()},
+            "verdict": verdict(rows, keep_rate=keep_rate, regret_threshold=regret_threshold),
+        }
+    if len(seeds) >= 2:  # the truth against itself under the next training seed: how noisy full training is
+        pairs = [(s, seeds[(k + 1) % len(seeds)]) for k, s in enumerate(seeds)]
+        report["noise_floor"] = {"pairs": pairs, **budget_table(truths, truths, seeds, pairs=pairs, **options)}
+    return report

@@ -1,0 +1,1 @@
+"""Measurements of this implementation: throughput, memory, sweep overhead, matrix libraries."""

@@ -1,0 +1,144 @@
+"""Throughput benchmark: charged evaluation units per second of EvE and Adam against the compute floor.
+
+All methods train the Adult-sized MLP (107-256-256-2, batch 256) on random data drawn by index
+from in-memory tensors, charged by the same :class:`~eve_search.optim.budget.CostMeter` rule
+(``measured`` mode, the paper's). Four loops run in rounds, side by side in one process:
+
+* ``floor``: a tight forward-only loop (inference mode), one unit per forward: the compute floor;
+* ``passes``: forward + backward with no update, charged like a baseline step: the most any
+  method that interleaves gradients could reach on this machine;
+* ``eve``: EvE steps; ``adam``: Adam steps (PyTorch's fused kernel), each via the registry.
+
+Each round gives every loop the same wall time; the figures are medians over rounds, and every
+ratio is taken within a round before the median, so slow drifts of the machine cancel.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+
+from eve_search.engine.batches import BatchStream
+from eve_search.optim.budget import CostMeter
+from eve_search.tasks.models import mlp
+from eve_search.optim import make_optimizer
+
+__all__ = ["ThroughputReport", "throughput"]
+
+LOOPS = ("floor", "passes", "eve", "adam")
+
+
+@dataclass
+class ThroughputReport:
+    """Medians over rounds: units per second per loop, floor/loop ratios, and the share of each loop's
+    wall time spent inside its charged passes (the rest is bookkeeping: updates, batches, Python)."""
+
+    units_per_second: dict[str, float]
+    floor_ratio: dict[str, float]
+    time_in_passes: dict[str, float]
+    eve_over_adam: float
+    eve_fallback_rate: float
+    rounds: int
+    seconds_per_loop: float
+    threads: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(model(batch[0]), batch[1])
+
+
+def _timed(seconds: float, step: Callable[[], None]) -> float:
+    """Run ``step`` until ``seconds`` of wall time have passed; return the wall time used."""
+    start = time.perf_counter()
+    deadline = start + seconds
+    while time.perf_counter() < deadline:
+        step()
+    return time.perf_counter() - start
+
+
+def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: int = 16384) -> ThroughputReport:
+    """Measure the four loops; see the module docstring."""
+    if not seconds > 0:
+        raise ValueError(f"Invalid seconds: {seconds!r} (expected > 0)")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise ValueError(f"Invalid rounds: {rounds!r} (expected an int >= 1)")
+    data_generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, 107, generator=data_generator)
+    y = torch.randint(0, 2, (rows,), generator=data_generator)
+
+    def setup(name: str):
+        generator = torch.Generator().manual_seed(seed)
+        model = mlp(107, [256, 256], 2, generator=generator)
+        stream = BatchStream(x, y, 256, generator=generator)
+        meter = CostMeter()
+        optimizer = None if name in ("floor", "passes") else make_optimizer(
+            name, model.parameters(), lr=1e-3, meter=meter, seed=seed)
+        return model, stream, meter, optimizer
+
+    loops = {name: setup(name) for name in LOOPS}
+
+    def step(name: str) -> Callable[[], None]:
+        model, stream, meter, optimizer = loops[name]
+        if name == "floor":
+            def run() -> None:
+                batch = stream.next()
+                with torch.inference_mode(), meter.forward(1):
+                    _loss(model, batch)
+        elif name == "passes":
+            def run() -> None:
+                batch = stream.next()
+                with meter.forward(1):
+                    loss = _loss(model, batch)
+                with meter.backward():
+                    loss.backward()
+        else:
+            def run() -> None:
+                batch = stream.next()
+                optimizer.step(lambda: _loss(model, batch))
+        return run
+
+    steps = {name: step(name) for name in LOOPS}
+    for name in LOOPS:  # warm-up: first-call allocations, EvE's initial scoring
+        _timed(min(0.3, seconds), steps[name])
+
+    rates: dict[str, list[float]] = {name: [] for name in LOOPS}
+    ratios: dict[str, list[float]] = {name: [] for name in LOOPS}
+    walls = {name: 0.0 for name in LOOPS}
+    pass_seconds = {name: 0.0 for name in LOOPS}
+    eve_over_adam: list[float] = []
+    eve_meter = loops["eve"][2]
+    eve_iterations_before = loops["eve"][3].population.iteration
+    eve_backward_before = eve_meter.backward_passes
+    for _ in range(rounds):
+        round_rates = {}
+        for name in LOOPS:
+            meter = loops[name][2]
+            cost_before = meter.cost
+            passes_before = meter.forward_seconds + meter.backward_seconds
+            wall = _timed(seconds, steps[name])
+            round_rates[name] = (meter.cost - cost_before) / wall
+            walls[name] += wall
+            pass_seconds[name] += meter.forward_seconds + meter.backward_seconds - passes_before
+        for name in LOOPS:
+            rates[name].append(round_rates[name])
+            ratios[name].append(round_rates["floor"] / round_rates[name])
+        eve_over_adam.append(round_rates["eve"] / round_rates["adam"])
+    iterations = loops["eve"][3].population.iteration - eve_iterations_before
+    fallbacks = (eve_meter.backward_passes - eve_backward_before) / 3  # n_adam = 3 backward passes per fallback
+    return ThroughputReport(
+        units_per_second={name: statistics.median(values) for name, values in rates.items()},
+        floor_ratio={name: statistics.median(values) for name, values in ratios.items()},
+        time_in_passes={name: pass_seconds[name] / walls[name] for name in LOOPS},
+        eve_over_adam=statistics.median(eve_over_adam),
+        eve_fallback_rate=fallbacks / max(iterations, 1),
+        rounds=rounds,
+        seconds_per_loop=seconds,
+        threads=torch.get_num_threads(),
+    )

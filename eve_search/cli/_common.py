@@ -1,0 +1,141 @@
+"""What every command with a store or an output file shares: the store URL (checked before any work),
+the output paths it refuses, the --plugin imports and the command's name in messages."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from eve_search.cli.args import DEFAULT_WORKDIR, UsageError
+
+__all__ = ["check_output_path", "check_outputs"]
+
+
+def _command_label(args: argparse.Namespace) -> str:
+    """The command as messages name it: ``adult``, ``rank adult``, ``bench synthetic``."""
+    words = [args.command]
+    for sub in ("dataset", "bench"):
+        if isinstance(getattr(args, sub, None), str):
+            words.append(getattr(args, sub))
+    return " ".join(words)
+
+
+def _default_storage(args: argparse.Namespace) -> str | None:
+    """The store a command uses: ``--storage``, else ``results.db`` in ``--workdir`` (the dashboard's own
+    default for ``dashboard``), None for commands without a store."""
+    if getattr(args, "storage", None):
+        return args.storage
+    if args.command == "dashboard":
+        return f"sqlite:///{(Path(DEFAULT_WORKDIR) / 'results.db').resolve()}"
+    workdir = getattr(args, "workdir", None)
+    return f"sqlite:///{(workdir / 'results.db').resolve()}" if workdir is not None else None
+
+
+# Options naming files a command writes, and files or folders it reads.
+_OUTPUT_OPTIONS = (("out", "--out"), ("json", "--json"))
+_INPUT_OPTIONS = (("data_dir", "--data-dir"), ("data", "--data"), ("model", "--model"))
+
+
+def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | None = None) -> None:
+    """Refuse, before any work, an output path that could not be written at the end, or that would
+    overwrite the results store (or its -wal/-shm/-journal), a checkpoint, a file the command reads or
+    another of its outputs (see :func:`eve_search.cli._outputs.check_outputs`). ``outputs``: option -> path,
+    default every output option of ``args``."""
+    from eve_search.cli._outputs import OutputClash
+    from eve_search.cli._outputs import check_outputs as check
+
+    command = _command_label(args)
+    if outputs is None:
+        outputs = {option: getattr(args, dest, None) for dest, option in _OUTPUT_OPTIONS}
+    for option, path in outputs.items():
+        try:
+            check_output_path(path, option, command)
+        except OSError as error:  # e.g. a file name longer than the file system allows
+            raise UsageError(f"eve-search {command}: argument {option}: {str(path)[:60]!r}: cannot be used "
+                             f"({error.strerror or error})") from None
+    if not any(path is not None for path in outputs.values()):
+        return
+    storage = _default_storage(args)
+    workdir = getattr(args, "workdir", None)
+    from eve_search.engine._stores import sqlite_file
+
+    database = sqlite_file(storage) if storage else None
+    checkpoints = workdir / "checkpoints" if workdir is not None else (
+        database.parent / "checkpoints" if database is not None else None)
+    inputs = [(option, getattr(args, dest)) for dest, option in _INPUT_OPTIONS
+              if isinstance(getattr(args, dest, None), Path)]
+    # A --plugin given as a file is read too (a module name is looked up on the import path).
+    inputs += [("--plugin", Path(plugin)) for plugin in getattr(args, "plugin", None) or []
+               if isinstance(plugin, str) and (plugin.endswith(".py") or os.sep in plugin)]
+    try:
+        check(outputs, storage=storage, checkpoints=checkpoints, inputs=inputs)
+    except OutputClash as error:
+        raise UsageError(f"eve-search {command}: {error}") from None
+    except OSError as error:
+        raise UsageError(f"eve-search {command}: an output path cannot be used ({error.strerror or error})") \
+            from None
+
+
+def _storage_url(args: argparse.Namespace) -> str:
+    """The command's results store URL, checked before any work: outputs that would overwrite it (see
+    :func:`check_outputs`), a store in memory, a read-only store or folder; the work directory is created."""
+    from eve_search.engine._stores import storage_problem
+
+    from eve_search.cli._outputs import OutputClash, check_outputs as check
+
+    command = _command_label(args)
+    check_outputs(args)
+    storage = _default_storage(args)
+    try:  # the work directory is created below: it must not take the place of a file of the store
+        check({"--workdir": args.workdir}, storage=storage)
+    except OutputClash as error:
+        raise UsageError(f"eve-search {command}: {error}") from None
+    except OSError as error:
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)[:60]!r}: cannot be used "
+                         f"({error.strerror or error})") from None
+    if args.storage:
+        problem = storage_problem(args.storage)
+        if problem is not None:
+            raise UsageError(f"eve-search {command}: argument --storage: {problem}")
+        return args.storage
+    try:
+        args.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)!r}: cannot create it "
+                         f"({error.strerror or error})") from None
+    problem = storage_problem(storage, name="its results store")
+    if problem is not None:
+        raise UsageError(f"eve-search {command}: argument --workdir: {str(args.workdir)!r}: {problem}")
+    return storage
+
+
+def check_output_path(path: Path | None, argument: str, command: str) -> None:
+    """Refuse, before any work, an output file that could not be written at the end."""
+    if path is None:
+        return
+    prefix = f"eve-search {command}: argument {argument}: {str(path)!r}"
+    if path.is_dir():
+        raise UsageError(f"{prefix} is a directory (expected a file path)")
+    parent = path.parent
+    for ancestor in [parent, *parent.parents]:
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise UsageError(f"{prefix}: {str(ancestor)!r} is not a directory")
+            if not os.access(ancestor, os.W_OK | os.X_OK):
+                raise UsageError(f"{prefix}: {str(ancestor)!r} is not writable")
+            break
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{prefix} is not writable")
+
+
+def _import_plugins(args: argparse.Namespace) -> None:
+    """Import each --plugin: a .py file by its path, a module name from the installed packages first and
+    the current directory last (see :mod:`eve_search.cli._plugins`); one line naming the plugin if it fails."""
+    from eve_search.cli._plugins import PluginError, import_plugin
+
+    for plugin in args.plugin:
+        try:
+            import_plugin(plugin)
+        except PluginError as error:
+            raise UsageError(f"eve-search {_command_label(args)}: argument --plugin: {error}") from None

@@ -1,0 +1,121 @@
+"""``eve-search dashboard``: the command's arguments and what it does."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import sys
+from pathlib import Path
+
+from eve_search.cli._common import _default_storage
+from eve_search.cli.args import DEFAULT_WORKDIR
+
+__all__ = ["DEFAULT_STORAGE", "configure_parser", "run"]
+
+DEFAULT_STORAGE = f"{DEFAULT_WORKDIR}/results.db"
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (expected 0-65535; 0 picks a free one)")
+    return value
+
+
+def _interval(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0.5:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0.5 (seconds between checks of the store)")
+    return value
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Add the dashboard's arguments to ``parser`` (the ``dashboard`` subcommand)."""
+    parser.description = (
+        "Draw every sweep of a results store as one self-contained HTML page that opens offline: sweep wall "
+        "time against the best validation score found (with the paper's UCI Adult figures beside ours), each "
+        "sweep's successive-halving ladder and trial curves against charged units and wall seconds, the "
+        "ranking agreement between EvE and Adam, and a sortable, filterable table of every configuration.")
+    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
+                        f"sqlite:///{DEFAULT_STORAGE})")
+    parser.add_argument("--out", type=Path, metavar="PATH", help="where to write the page (default: report.html; "
+                        "with --serve, only written when given)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the page's data as JSON")
+    parser.add_argument("--title", default="eve-search results", help="the page's title")
+    parser.add_argument("--serve", action="store_true", help="serve the page at http://127.0.0.1:PORT/, redrawn "
+                        "from the store as a running sweep records results (Ctrl-C stops)")
+    parser.add_argument("--port", type=_port, default=8050, help="port for --serve (default 8050; 0 picks a free one)")
+    parser.add_argument("--interval", type=_interval, default=5.0, metavar="S",
+                        help="with --serve, seconds between the page's checks of the store (default 5)")
+
+
+def _writable(path: Path, argument: str) -> Path:
+    from eve_search.cli.args import UsageError
+
+    if path.is_dir():
+        raise UsageError(f"eve-search dashboard: argument {argument}: {str(path)!r} is a directory (expected a file "
+                         "path)")
+    return path
+
+
+def _write(path: Path, text: str, argument: str) -> None:
+    from eve_search.cli.args import UsageError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"eve-search dashboard: argument {argument}: cannot write {str(path)!r} "
+                         f"({error.strerror or error})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Write the page (and ``--json``), or serve it; returns the exit code."""
+    from eve_search.cli.args import UsageError
+    from eve_search.dashboard._data import dashboard_data
+    from eve_search.dashboard._render import render_page
+
+    if not args.serve and args.port != 8050:
+        raise UsageError(f"eve-search dashboard: argument --port: {args.port} only applies with --serve")
+    from eve_search.cli._common import check_outputs
+
+    storage = _default_storage(args)
+    out = _writable(args.out, "--out") if args.out else (None if args.serve else Path("report.html"))
+    if args.json:
+        _writable(args.json, "--json")
+    # Neither the page nor --json may overwrite the store, its -wal/-shm, a checkpoint or each other.
+    check_outputs(args, {"--out": out, "--json": args.json})
+    data = dashboard_data(storage)  # also checks the store before a server starts
+    if out is not None:
+        _write(out, render_page(data, title=args.title), "--out")
+        print(f"wrote {out} ({data['sweeps']} sweeps, {data['studies']} studies)", file=sys.stderr)
+    if args.json:
+        _write(args.json, json.dumps(data, indent=1, allow_nan=False), "--json")
+        print(f"wrote {args.json}", file=sys.stderr)
+    if not args.serve:
+        return 0
+    from eve_search.dashboard._serve import start_server
+
+    try:
+        server, thread = start_server(storage, args.port, interval=args.interval)
+    except OSError as error:
+        reason = "is in use" if error.errno == errno.EADDRINUSE else f"cannot be opened ({error.strerror or error})"
+        raise UsageError(f"eve-search dashboard: argument --port: {args.port} {reason} (try another, or 0 for a free "
+                         "one)") from None
+    print(f"serving {server.url} (reloads as the store changes; Ctrl-C stops)", file=sys.stderr, flush=True)
+    try:
+        while thread.is_alive():
+            thread.join(0.5)
+    except KeyboardInterrupt:
+        print("eve-search dashboard: stopped", file=sys.stderr)
+    finally:
+        server.shutdown()
+        server.server_close()
+    return 0

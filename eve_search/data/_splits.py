@@ -1,0 +1,28 @@
+"""The train/validation/test tensors every data set is turned into (one type for every task)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Splits"]
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Train, validation and test tensors of a task (inputs ``x_*``, targets ``y_*``), shared
+    read-only by every trial: minibatches are drawn from them by index."""
+
+    x_train: torch.Tensor
+    y_train: torch.Tensor
+    x_val: torch.Tensor
+    y_val: torch.Tensor
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+
+    def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, targets) of ``"train"``, ``"val"`` or ``"test"``."""
+        if name not in ("train", "val", "test"):
+            raise ValueError(f"Invalid split: {name!r} (expected 'train', 'val' or 'test')")
+        return getattr(self, f"x_{name}"), getattr(self, f"y_{name}")

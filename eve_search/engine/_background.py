@@ -1,0 +1,146 @@
+"""Store writes off the training thread, in the order the engine issued them.
+
+:class:`BackgroundStore` wraps a :class:`~eve_search.engine.sha.RungStore` (a
+:class:`~eve_search.engine.store.SweepStore`): ``record``, ``eliminate``, ``complete`` and ``set`` are queued
+and performed by one writer thread in exactly the order they were called, so the store passes through
+the same states as with direct calls, only later. A record still writes its checkpoint before its
+result (the store's own rule), so a SIGKILL at any moment leaves a store that an uninterrupted sweep
+also passed through, and ``--resume`` retrains whatever was still queued, exactly. Reads that depend
+on queued writes wait for them: :meth:`checkpoint_path` waits for that trial's pending records only
+(the next trial trains while earlier results are written), ``sweep_id`` (fixed when the store opened)
+waits for nothing, the other reads wait for everything queued.
+A write that fails is raised on the training thread at its next call.
+
+Example:
+    >>> class Recorder:
+    ...     def __init__(self): self.calls = []
+    ...     def set(self, key, value): self.calls.append((key, value))
+    ...     def get(self, key, default=None): return dict(self.calls).get(key, default)
+    >>> inner = Recorder()
+    >>> with BackgroundStore(inner) as store:
+    ...     store.set("a", 1); store.set("b", 2)
+    >>> inner.calls
+    [('a', 1), ('b', 2)]
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+__all__ = ["BackgroundStore"]
+
+_STOP = object()
+
+
+class BackgroundStore:
+    """Queue a store's writes to one thread, in order (see the module docstring)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        # The sweep's identity never changes once the store is open: read it here, so building a trial
+        # (which names its owner) does not wait for the queued writes.
+        if hasattr(store, "sweep_id"):
+            self.sweep_id = store.sweep_id
+        self._queue: queue.Queue = queue.Queue()
+        self._pending: Counter[int] = Counter()  # queued records per trial index
+        self._changed = threading.Condition()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._work, name="eve-search-store-writer", daemon=True)
+        self._thread.start()
+
+    # The writer thread --------------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is _STOP:
+                    return
+                name, args, _ = item
+                if self._error is None:
+                    if name == "set" and args[0] == "wall_seconds" and self._newer_wall_time_queued():
+                        pass  # a later wall time is queued: write that one only
+                    else:
+                        getattr(self.store, name)(*args)
+            except BaseException as error:  # noqa: BLE001 handed to the training thread, raised there
+                self._error = error
+            finally:
+                if item is not _STOP and item[2] is not None:
+                    with self._changed:
+                        self._pending[item[2]] -= 1
+                        self._changed.notify_all()
+                self._queue.task_done()
+
+    def _newer_wall_time_queued(self) -> bool:
+        with self._queue.mutex:
+            return any(item is not _STOP and item[0] == "set" and item[1][0] == "wall_seconds"
+                       for item in self._queue.queue)
+
+    # The training thread ------------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _put(self, name: str, args: tuple, index: int | None = None) -> None:
+        self._check()
+        if index is not None:
+            with self._changed:
+                self._pending[index] += 1
+        self._queue.put((name, args, index))
+
+    def flush(self) -> None:
+        """Wait until every queued write is done; raise the first that failed."""
+        self._queue.join()
+        self._check()
+
+    def close(self) -> None:
+        """Finish the queued writes and stop the writer thread."""
+        if self._thread.is_alive():
+            self._queue.put(_STOP)
+            self._thread.join()
+        self._check()
+
+    def __enter__(self) -> BackgroundStore:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes | None) -> None:
+        self._put("record", (index, budget, details, checkpoint), index)
+
+    def eliminate(self, indices: list[int]) -> None:
+        self._put("eliminate", (list(indices),))
+
+    def complete(self, index: int, score: float) -> None:
+        self._put("complete", (index, score))
+
+    def set(self, key: str, value: Any) -> None:
+        self._put("set", (key, value))
+
+    def checkpoint_path(self, index: int) -> Path:
+        """The trial's checkpoint path, once its queued records (and so its checkpoint) are written."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._pending[index] <= 0 or not self._thread.is_alive())
+        self._check()
+        return self.store.checkpoint_path(index)
+
+    def rung_details(self) -> dict[int, dict[int, dict[str, Any]]]:
+        self.flush()
+        return self.store.rung_details()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.flush()
+        return self.store.get(key, default)
+
+    def __getattr__(self, name: str) -> Any:  # every other read goes to the store once it is up to date
+        if name.startswith("_") or name == "store":
+            raise AttributeError(name)
+        self.flush()
+        return getattr(self.store, name)

@@ -1,0 +1,204 @@
+"""Train a rung's trials on parallel worker processes, one thread each (``--jobs N``).
+
+Workers only train: a job names a trial (its task, configuration, optimizer, seeds, frozen ratio and
+owner), the checkpoint to continue from and the rung budgets to pass through; the worker returns the
+validation metrics, the meter's figures and the checkpoint bytes. The engine
+(:class:`~eve_search.engine.sha.SynchronousSuccessiveHalving`) keeps the ledger, records results in rung order
+and decides, so the store looks exactly as with one process.
+
+Every worker runs PyTorch with one intra-op thread, so a trial's arithmetic does not depend on which
+worker trains it or how many there are: ``--jobs 1`` and ``--jobs 4`` give the same results, bit for
+bit. One thread is not always bit-identical to the default two-thread process (a reduction may be
+split differently), which is why ``--jobs`` is opt-in and the default stays in-process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eve_search._openmp import child_environment
+from eve_search.engine import MAX_JOBS
+
+__all__ = ["TrialJob", "TrialWorkers", "check_jobs", "start_worker_server"]
+
+# What the process workers are forked from imports once (PyTorch and torch._dynamo, which any
+# torch.optim optimizer imports on first use, take about 2.5 s here), so a worker starts in
+# milliseconds instead of importing them again.
+_PRELOAD = ["torch", "torch._dynamo", "eve_search.engine.trial", "eve_search.engine.sweep", "eve_search.engine._workers"]
+
+
+def check_jobs(jobs: Any) -> int:
+    """``jobs`` worker processes: an int from 1 to 1024 (each is a process holding its own PyTorch; the
+    command line also keeps it within --configs and 4 x the CPUs, see :mod:`eve_search.cli.args`)."""
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"Invalid jobs: {jobs!r} (expected an int >= 1 of worker processes)")
+    if jobs > MAX_JOBS:
+        raise ValueError(f"Invalid jobs: {jobs!r} (expected at most {MAX_JOBS} worker processes: each is a "
+                         "process holding its own PyTorch)")
+    return jobs
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """One trial's work for one rung: continue from ``checkpoint`` (a path; missing or unusable:
+    from the start) through ``budgets`` (every rung budget up to this rung, in order)."""
+
+    index: int
+    config: dict[str, Any]
+    optimizer: str
+    seed: int
+    cost_mode: str
+    backward_ratio: float | None
+    owner: str
+    checkpoint: str | None
+    budgets: tuple[int, ...]
+
+
+_STATE: dict[str, Any] = {}
+
+
+def _started_at(pid: int) -> str | None:
+    """When process ``pid`` started (Linux), so a reused process id is not taken for it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, owned by someone else: not the same process, but the start time decides
+    return started is None or _started_at(pid) == started
+
+
+def _exit_with_parent(parent: int, started: str | None) -> None:
+    """End this worker once the process that started the workers is gone (e.g. killed by SIGKILL),
+    instead of waiting forever for work that will never come. (A forked worker's own parent is the
+    fork server, which stays up as long as any worker does, so the watch is on the sweep's process.)"""
+    while _alive(parent, started):
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, parent: int,
+                  started: str | None) -> None:
+    import torch
+
+    threading.Thread(target=_exit_with_parent, args=(parent, started), name="eve-search-parent-watch",
+                     daemon=True).start()
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already set in this process
+    _STATE["task"], _STATE["data"] = task, task.data(data_dir)
+    if optimizer is not None:
+        from eve_search.engine.trial import warm_up
+
+        warm_up(optimizer)  # one-time imports and kernel set-up, while the parent still prepares
+
+
+def _started() -> int:
+    return os.getpid()
+
+
+def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, bytes]:
+    from eve_search.engine.checkpoint import CheckpointError
+    from eve_search.engine.trial import Trial
+
+    task, data = _STATE["task"], _STATE["data"]
+
+    def fresh() -> Trial:
+        return Trial(task, job.config, job.optimizer, seed=job.seed, index=job.index, cost_mode=job.cost_mode,
+                     backward_ratio=job.backward_ratio, data=data, owner=job.owner)
+
+    trial = fresh()
+    if job.checkpoint is not None and os.path.exists(job.checkpoint):
+        try:
+            trial.load(job.checkpoint)
+        except CheckpointError:
+            trial = fresh()  # replayed exactly from the start, as the in-process engine does
+        if trial.budget > job.budgets[-1]:  # a checkpoint past this rung (its record was removed): replay
+            trial = fresh()
+    for budget in job.budgets:
+        if trial.budget < budget:
+            trial.train_to(budget)
+    metrics = trial.evaluate()
+    return trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds, trial.meter.backward_passes, trial.to_bytes()
+
+
+def _calibrate(job: TrialJob) -> tuple[float, dict[str, Any] | None]:
+    from eve_search.engine.trial import Trial
+
+    probe = Trial(_STATE["task"], job.config, job.optimizer, seed=job.seed, index=job.index, cost_mode="measured",
+                  data=_STATE["data"])
+    ratio = probe.calibrate()
+    return ratio, probe.last_calibration
+
+
+def _context() -> Any:
+    """Workers are forked from a fresh server process that has imported PyTorch but never run an
+    OpenMP parallel region (a fork of a process whose OpenMP pool has run can hang in the child);
+    where there is no fork server (Windows), spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def start_worker_server() -> None:
+    """Start the process ``--jobs`` workers are forked from now, so its imports run side by side with
+    this process's own start-up (opening the store, loading data). Idempotent; optional."""
+    if _context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with child_environment():  # the workers are forked from it and inherit its OpenMP policy
+            forkserver.ensure_running()
+
+
+class TrialWorkers:
+    """``jobs`` worker processes (forked from the fork server, one PyTorch thread each) that train trials of ``task``.
+
+    All of them start at once, and each warms ``optimizer`` up (imports and first-call set-up) before
+    its first job, so their start-up runs side by side instead of one worker per first job.
+    """
+
+    def __init__(self, task: Any, jobs: int, data_dir: Path | None = None, *, optimizer: str | None = None) -> None:
+        self.jobs = check_jobs(jobs)
+        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(),
+                                         initializer=_start_worker,
+                                         initargs=(task, data_dir, optimizer, os.getpid(), _started_at(os.getpid())))
+        # The pool starts a process per submission while none is idle: one cheap call each starts them all.
+        with child_environment():
+            for _ in range(self.jobs):
+                self._pool.submit(_started)
+
+    def train(self, job: TrialJob) -> Future:
+        """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint bytes)."""
+        return self._pool.submit(_train, job)
+
+    def calibrate(self, job: TrialJob) -> Future:
+        """A future of (ratio, calibration report) measured in a worker, as its trials will train."""
+        return self._pool.submit(_calibrate, job)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> TrialWorkers:  # noqa: PYI034
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

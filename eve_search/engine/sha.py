@@ -1,0 +1,316 @@
+"""The in-process engine of synchronous successive halving: a loop over the rung ledger.
+
+The rung rule lives in :mod:`eve_search.engine.ledger` (re-exported here); this module only moves trials:
+for each rung it trains every trial of the ledger's cohort that has not reported yet (resumed from
+its checkpoint, never restarted), records the result, feeds the ledger and applies its decision.
+A trial is checkpointed at every rung it reaches. It also stays in memory while the trials kept
+there fit in ``keep_bytes`` (default 512 MiB; 0 keeps none, so a sweep of a large model holds one
+model at a time), and is dropped as soon as its rung stops it: a kept trial continues at the next
+rung without reading its checkpoint back. Both paths continue the same state, bit for bit. The Ray
+Tune scheduler and the Optuna pruner are two more drivers of the same ledger.
+
+Example:
+    >>> promote_top_fraction({0: 0.80, 1: 0.85, 2: 0.85, 3: 0.70}, 1 / 3)
+    [1, 2]
+    >>> rung_sizes(48, (100, 300, 900, 2700, 3000))
+    [48, 16, 6, 2, 1]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from eve_search.engine.checkpoint import CheckpointError
+from eve_search.engine.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    RungDecision,
+    RungLedger,
+    check_rungs,
+    promote_top_fraction,
+    promotion_count,
+    rung_sizes,
+)
+from eve_search.engine.trial import Trial
+
+if TYPE_CHECKING:
+    from eve_search.engine._workers import TrialJob, TrialWorkers
+
+__all__ = [
+    "DEFAULT_RUNGS",
+    "KEEP_BYTES",
+    "PROMOTED_FRACTION",
+    "RungReport",
+    "RungStore",
+    "SynchronousSuccessiveHalving",
+    "check_rungs",
+    "promote_top_fraction",
+    "promotion_count",
+    "rung_sizes",
+    "trial_bytes",
+]
+
+
+KEEP_BYTES = 512 * 2**20
+"""Default memory for trials kept between rungs (their weights, buffers and checkpointed state)."""
+
+
+def trial_bytes(trial: Trial, checkpoint: bytes) -> int:
+    """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
+    ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
+    state, the batch stream, the meter)."""
+    tensors = [*trial.model.parameters(), *trial.model.buffers()]
+    return sum(t.numel() * t.element_size() for t in tensors) + len(checkpoint)
+
+
+class RungStore(Protocol):
+    """Where the engine keeps results and checkpoints, so that a killed sweep resumes exactly."""
+
+    def rung_details(self) -> dict[int, dict[int, dict[str, Any]]]:
+        """Per trial index, per rung budget: the details recorded (``score`` at least)."""
+
+    def checkpoint_path(self, index: int) -> Any:
+        """Where trial ``index``'s latest state is saved."""
+
+    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes) -> None:
+        """Save the checkpoint (atomically), then the result at this rung."""
+
+    def eliminate(self, indices: list[int]) -> None:
+        """These trials stop at their rung."""
+
+    def complete(self, index: int, score: float) -> None:
+        """This trial completed the last rung."""
+
+
+@dataclass
+class RungReport:
+    """What happened at one rung: its budget, the trials it trained, their scores, those promoted."""
+
+    budget: int
+    trials: list[int]
+    scores: dict[int, float]
+    promoted: list[int]
+
+
+Details = Callable[[Trial, dict[str, float]], dict[str, Any]]
+
+
+class SynchronousSuccessiveHalving:
+    """Run SHA over ``trials`` configurations, keeping trials in memory within ``keep_bytes``.
+
+    Args:
+        trials: number of configurations (indices 0..trials-1).
+        make_trial: builds a fresh :class:`~eve_search.engine.trial.Trial` for an index.
+        store: results and checkpoints (see :class:`RungStore`).
+        rungs: cumulative budgets; ``fraction``: promoted share; ``mode``: ``"max"`` or ``"min"``.
+        details: extra details recorded with a result, from the trial and its validation metrics
+            (e.g. test metrics of a new best); the score, metrics, charged units and wall seconds are
+            always recorded.
+        on_result: called after every trial result with (rung number, index, score, resumed).
+        keep_bytes: memory for trials kept between rungs (see :func:`trial_bytes`); 0 keeps none.
+        workers: train each rung's trials on these worker processes (``make_job(index, rung)``
+            describes the work; ``job_cost(index)`` orders it, costliest first, so the workers finish
+            together); results are still recorded and decided here, in the cohort's order.
+        evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
+            without rebuilding its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`); the
+            default rebuilds the whole trial.
+    """
+
+    def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,
+                 rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION, mode: str = "max",
+                 details: Details | None = None,
+                 on_result: Callable[[int, int, float, bool], None] | None = None,
+                 workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
+                 job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES,
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
+        if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+            raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
+        if not isinstance(keep_bytes, int) or isinstance(keep_bytes, bool) or keep_bytes < 0:
+            raise ValueError(f"Invalid keep_bytes: {keep_bytes!r} (expected an int >= 0)")
+        self.trials = trials
+        self.make_trial = make_trial
+        self.store = store
+        self.ledger = RungLedger(rungs, fraction, mode, trials=range(trials))
+        self.rungs = self.ledger.rungs
+        self.details = details
+        self.on_result = on_result
+        if workers is not None and make_job is None:
+            raise ValueError("Invalid make_job: None (workers need a job description per trial)")
+        self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
+        self.evaluate_checkpoint = evaluate_checkpoint
+        self.keep_bytes = keep_bytes
+        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last checkpoint
+        # Wall seconds of this run by part (read by `eve-search bench sweep`): loading checkpoints,
+        # training, evaluating (and recording details), serializing checkpoints, handing them to the store.
+        self.seconds = dict.fromkeys(("load", "train", "evaluate", "serialize", "store"), 0.0)
+
+    def load_trial(self, index: int) -> Trial:
+        """Trial ``index`` as of its last checkpoint: the one kept in memory, else rebuilt from the
+        checkpoint file; from the start when there is none or it is unusable (corrupt, truncated,
+        another sweep's): the engine then replays it exactly. A directory in the checkpoint's place
+        raises :class:`CheckpointError` at once (the trial's next checkpoint could not be written)."""
+        if index in self._kept:
+            return self._kept.pop(index)[0]
+        trial = self.make_trial(index)
+        path = self.store.checkpoint_path(index)
+        if path.exists():
+            try:
+                trial.load(path)
+            except CheckpointError:
+                if path.is_dir():
+                    raise
+                trial = self.make_trial(index)
+        return trial
+
+    def evaluate_trial(self, index: int, split: str) -> dict[str, float]:
+        """Metrics of trial ``index`` as of its last checkpoint: from the saved model alone where the
+        engine has ``evaluate_checkpoint`` and does not hold the trial, else from :meth:`load_trial`
+        (which also replays a trial whose checkpoint is missing or unusable)."""
+        if self.evaluate_checkpoint is not None and index not in self._kept:
+            try:
+                return self.evaluate_checkpoint(index, self.store.checkpoint_path(index).read_bytes(), split)
+            except (OSError, CheckpointError):
+                pass
+        return self.load_trial(index).evaluate(split)
+
+    def _train(self, index: int, rung: int) -> float:
+        clock, seconds = time.perf_counter, self.seconds
+        start = clock()
+        trial = self.load_trial(index)
+        budget = self.rungs[rung]
+        if trial.budget > budget:  # a checkpoint past this rung (its record was removed): replay exactly
+            trial = self.make_trial(index)
+        loaded = clock()
+        # A trial always passes through every earlier rung budget in order (each one is a stopping
+        # point of its trajectory), so a stale or missing checkpoint is replayed into exactly the
+        # state an uninterrupted sweep had.
+        for earlier in self.rungs[:rung]:
+            if trial.budget < earlier:
+                trial.train_to(earlier)
+        trial.train_to(budget)
+        trained = clock()
+        metrics = trial.evaluate()
+        score = trial.score(metrics)
+        details = {"score": score, "val": metrics, "charged_units": trial.charged_units,
+                   "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
+        if self.details is not None:
+            details.update(self.details(trial, metrics))
+        evaluated = clock()
+        checkpoint = trial.to_bytes()
+        serialized = clock()
+        self.store.record(index, budget, details, checkpoint)
+        self._keep(index, trial, checkpoint)
+        recorded = clock()
+        seconds["load"] += loaded - start
+        seconds["train"] += trained - loaded
+        seconds["evaluate"] += evaluated - trained
+        seconds["serialize"] += serialized - evaluated
+        seconds["store"] += recorded - serialized
+        return score
+
+    def _keep(self, index: int, trial: Trial, checkpoint: bytes) -> None:
+        """Keep ``trial`` (just checkpointed) in memory for its next rung if it fits."""
+        size = trial_bytes(trial, checkpoint)
+        if sum(kept for _, kept in self._kept.values()) + size <= self.keep_bytes:
+            self._kept[index] = (trial, size)
+
+    def _submit(self, rung: int, indices: list[int]) -> dict[int, Any]:
+        """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order)."""
+        cost = self.job_cost or (lambda index: 0.0)
+        order = sorted(indices, key=lambda index: -cost(index))
+        return {index: self.workers.train(self.make_job(index, rung)) for index in order}
+
+    def _record_trained(self, index: int, rung: int, future: Any) -> float:
+        """Record a worker's result exactly as :meth:`_train` records its own."""
+        start = time.perf_counter()
+        score, metrics, charged, wall, backward, checkpoint = future.result()
+        waited = time.perf_counter()
+        details = {"score": score, "val": metrics, "charged_units": charged, "wall_seconds": wall,
+                   "backward_passes": backward}
+        if self.details is not None:
+            details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint,
+                                                      self.evaluate_checkpoint), metrics))
+        evaluated = time.perf_counter()
+        self.store.record(index, self.rungs[rung], details, checkpoint)
+        self.seconds["train"] += waited - start  # waiting for the workers
+        self.seconds["evaluate"] += evaluated - waited
+        self.seconds["store"] += time.perf_counter() - evaluated
+        return score
+
+    def run(self) -> list[RungReport]:
+        """Train every rung (skipping results already recorded); return one report per rung."""
+        recorded = self.store.rung_details()
+        reports = []
+        for rung, budget in enumerate(self.rungs):
+            futures = {}
+            if self.workers is not None:
+                futures = self._submit(rung, [index for index in self.ledger.cohort(rung)
+                                              if recorded.get(index, {}).get(budget) is None])
+            for index in self.ledger.cohort(rung):
+                saved = recorded.get(index, {}).get(budget)
+                resumed = saved is not None
+                if resumed:
+                    score = float(saved["score"])
+                elif index in futures:
+                    score = self._record_trained(index, rung, futures.pop(index))
+                else:
+                    score = self._train(index, rung)
+                self.ledger.report(index, rung, score)
+                if self.on_result is not None:
+                    self.on_result(rung, index, score, resumed)
+            decision = self.ledger.decide(rung)
+            start = time.perf_counter()
+            reports.append(self._apply(decision))
+            self.seconds["store"] += time.perf_counter() - start
+        return reports
+
+    def _apply(self, decision: RungDecision | None) -> RungReport:
+        if decision is None:  # every trial reported, so the ledger always decides
+            raise RuntimeError("the rung ledger could not decide a rung whose cohort has reported")
+        scores = self.ledger.scores(decision.rung)
+        last = decision.rung == len(self.rungs) - 1
+        for index in decision.stopped:
+            if not last:  # the winner may still be asked for (its test metrics)
+                self._kept.pop(index, None)
+        if last:
+            for index in decision.stopped:
+                self.store.complete(index, scores[index])
+        else:
+            self.store.eliminate(decision.stopped)
+        trained = self.ledger.cohort(decision.rung)
+        return RungReport(budget=decision.budget, trials=trained, scores={i: scores[i] for i in trained},
+                          promoted=list(decision.promoted))
+
+
+class _TrainedTrial:
+    """A trial a worker trained, as the ``details`` callback sees it: its score at once, the trial
+    itself rebuilt from the checkpoint bytes only if asked for more (e.g. test metrics of a new best;
+    with ``evaluate_checkpoint``, metrics come from the saved model alone)."""
+
+    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes,
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
+        self._make_trial, self._index, self._score, self._checkpoint = make_trial, index, score, checkpoint
+        self._evaluate_checkpoint = evaluate_checkpoint
+        self._trial: Trial | None = None
+
+    def score(self, metrics: dict[str, float]) -> float:
+        return self._score
+
+    def _rebuilt(self) -> Trial:
+        if self._trial is None:
+            self._trial = self._make_trial(self._index)
+            self._trial.load_bytes(self._checkpoint)
+        return self._trial
+
+    def evaluate(self, split: str = "val") -> dict[str, float]:
+        if self._trial is None and self._evaluate_checkpoint is not None:
+            return self._evaluate_checkpoint(self._index, self._checkpoint, split)
+        return self._rebuilt().evaluate(split)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._rebuilt(), name)

@@ -1,0 +1,358 @@
+"""One sweep, end to end: sample the configurations, calibrate the cost, run SHA, summarize.
+
+A sweep is (task, search space, optimizer, training seed): the same configurations for every
+optimizer, the same initial weights and batches for every optimizer at a given training seed. Its
+results and checkpoints live in a :class:`~eve_search.engine.store.SweepStore`, so a killed sweep resumes
+and ends exactly as an uninterrupted one would.
+
+:func:`prepare_sweep` does everything that can fail on bad input (the task's data, the store, the
+settings) before any training; :meth:`Sweep.run` trains. Drivers other than the in-process engine
+(Ray Tune, Optuna workers) take the same :class:`Sweep` and use its trials, store and result.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from eve_search.engine._background import BackgroundStore
+from eve_search.engine._workers import TrialJob, TrialWorkers, check_jobs
+from eve_search.optim.budget import check_cost_mode
+from eve_search.engine.ledger import (
+    DEFAULT_RUNGS,
+    PROMOTED_FRACTION,
+    check_fraction,
+    check_rungs,
+    rank_order,
+)
+from eve_search.optim import optimizer_names
+from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving
+from eve_search.tasks.spaces import Config, get_space
+from eve_search.engine.store import SweepStore, study_name
+from eve_search.tasks import Splits, Task, get_task
+from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
+
+__all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Everything that defines a sweep; resuming with other settings is refused.
+
+    ``backward_ratio`` pins the calibrated ratio for every model shape (reproducible across
+    machines and runs); None measures it once per shape (the task's ``cost_key``) at the start.
+    """
+
+    space: str
+    optimizer: str
+    seed: int = 0
+    config_seed: int = 0
+    configs: int = 48
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    fraction: float = PROMOTED_FRACTION
+    cost_mode: str = "calibrated"
+    backward_ratio: float | None = None
+    task: str = "adult"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rungs", check_rungs(self.rungs))
+        object.__setattr__(self, "fraction", check_fraction(self.fraction))
+        if self.optimizer not in optimizer_names():
+            raise ValueError(f"Invalid optimizer: {self.optimizer!r} (expected one of {', '.join(optimizer_names())})")
+        get_space(self.space)
+        for name in ("seed", "config_seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
+        if isinstance(self.configs, bool) or not isinstance(self.configs, int) or self.configs < 1:
+            raise ValueError(f"Invalid configs: {self.configs!r} (expected an int >= 1)")
+        check_cost_mode(self.cost_mode)
+        if self.cost_mode == "measured" and self.backward_ratio is not None:
+            raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "
+                             "takes a frozen ratio)")
+        if self.backward_ratio is not None and not (math.isfinite(self.backward_ratio) and self.backward_ratio > 0):
+            raise ValueError(f"Invalid backward_ratio: {self.backward_ratio!r} (expected a finite number > 0)")
+
+    @property
+    def name(self) -> str:
+        return study_name(self.task, self.space, self.optimizer, self.seed, self.config_seed)
+
+    def as_dict(self) -> dict[str, Any]:
+        values = asdict(self)
+        values["rungs"] = list(self.rungs)
+        task = get_task(self.task)
+        values.update(metric=task.metric, mode=task.mode)
+        return values
+
+
+@dataclass
+class SweepResult:
+    """A finished sweep, as printed and written by ``--json``.
+
+    ``best`` is the best validation score found at any rung (the paper's "best validation accuracy
+    found"), with its configuration, rung budget and test metrics; ``winner`` is the configuration
+    SHA kept to the last rung, with its final validation score and test metrics.
+    """
+
+    task: str
+    optimizer: str
+    space: str
+    seed: int
+    metric: str
+    wall_seconds: float
+    training_seconds: float
+    charged_units: float
+    cost_mode: str
+    backward_ratios: dict[str, float]
+    best: dict[str, Any]
+    winner: dict[str, Any]
+    rungs: list[dict[str, Any]]
+    trials: list[dict[str, Any]] = field(repr=False)
+    trained: int = 0  # trial-rungs trained by this call (0 when every result came from the store)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ProgressCallback = Callable[[str, int, int, int, float | None], None]
+
+
+class Sweep:
+    """A prepared sweep: its task and data, configurations, store and the trials' factory.
+
+    Build it with :func:`prepare_sweep`; :meth:`run` trains it in this process.
+    """
+
+    def __init__(self, settings: SweepSettings, task: Task, data: Splits, configs: list[Config],
+                 store: SweepStore, data_dir: Path | None = None) -> None:
+        self.settings = settings
+        self.task = task
+        self.data = data
+        self.data_dir = data_dir  # where the data came from (None: the task's default), for other processes
+        self.configs = configs
+        self.store = store
+        self.ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
+        self._started = time.perf_counter()
+        self._elapsed_before = float(store.get("wall_seconds", 0.0))
+        self._best: float | None = None
+        self.calibration_notes: list[str] = []  # ratios that could not be measured reliably (also on stderr)
+
+    def start_clock(self) -> None:
+        """Start (or restart) this run's share of the sweep's wall clock, e.g. once a backend is up."""
+        self._started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        """Wall seconds of this sweep, over every run of it (a resumed sweep adds to the stored time)."""
+        return self._elapsed_before + time.perf_counter() - self._started
+
+    def calibrate(self, workers: TrialWorkers | None = None) -> dict[str, float]:
+        """One frozen backward/forward ratio per model shape, measured before any training (paper,
+        Appendix "Evaluation-Cost Accounting"; see :class:`~eve_search.optim.budget.CostMeter`). With
+        ``workers``, measured in a worker process, where the trials will train."""
+        s = self.settings
+        if s.cost_mode != "calibrated":
+            return {}
+        for index, config in enumerate(self.configs):
+            key = self.task.cost_key(config)
+            if key in self.ratios:
+                continue
+            if s.backward_ratio is not None:
+                self.ratios[key] = s.backward_ratio
+            else:
+                if workers is not None:
+                    self.ratios[key], report = workers.calibrate(self._job(index, None, ())).result()
+                else:
+                    probe = Trial(self.task, config, s.optimizer, seed=s.seed, index=index, cost_mode="measured",
+                                  data=self.data)
+                    self.ratios[key], report = probe.calibrate(), probe.last_calibration
+                if report is not None and not report["reliable"]:
+                    estimates = ", ".join(f"{e:.3g}" for e in report["estimates"])
+                    note = (f"calibration of {key} could not be measured reliably (estimates {estimates}: the "
+                            f"machine is probably busy); froze {self.ratios[key]:.3g}. Pin --backward-ratio "
+                            "for charges that do not depend on the machine")
+                    self.calibration_notes.append(note)
+                    print(f"eve-search: {note}", file=sys.stderr)
+            self.store.set("backward_ratios", self.ratios)  # stored at once: a resumed sweep charges identically
+        return self.ratios
+
+    def _job(self, index: int, checkpoint: Path | None, budgets: tuple[int, ...]) -> TrialJob:
+        s = self.settings
+        config = self.configs[index]
+        return TrialJob(index=index, config=config, optimizer=s.optimizer, seed=s.seed, cost_mode=s.cost_mode,
+                        backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
+                        else None, owner=self.store.sweep_id,
+                        checkpoint=None if checkpoint is None else str(checkpoint), budgets=budgets)
+
+    def _job_cost(self) -> Callable[[int], float]:
+        """A trial's relative cost per unit: its model's parameter count (one model built per shape)."""
+        sizes: dict[str, float] = {}
+
+        def cost(index: int) -> float:
+            key = self.task.cost_key(self.configs[index])
+            if key not in sizes:
+                model = self.task.build_model(self.configs[index], self.data, torch.Generator().manual_seed(0))
+                sizes[key] = float(sum(p.numel() for p in model.parameters()))
+            return sizes[key]
+
+        return cost
+
+    def make_trial(self, index: int) -> Trial:
+        """A fresh trial of configuration ``index`` (calibrate first in calibrated mode)."""
+        s = self.settings
+        config = self.configs[index]
+        return Trial(self.task, config, s.optimizer, seed=s.seed, index=index, cost_mode=s.cost_mode,
+                     backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
+                     else None, data=self.data, owner=self.store.sweep_id)
+
+    def evaluate_checkpoint(self, index: int, content: bytes, split: str = "val") -> dict[str, float]:
+        """Metrics of configuration ``index``'s model saved in ``content``, without its optimizer (see
+        :func:`~eve_search.engine.trial.evaluate_checkpoint`)."""
+        return evaluate_checkpoint(self.task, self.configs[index], content, split, seed=self.settings.seed,
+                                   index=index, data=self.data)
+
+    def test_details(self, trial: Trial, metrics: dict[str, float]) -> dict[str, Any]:
+        """The test metrics of a new best validation score, taken while these weights exist (an
+        eliminated trial's checkpoint is deleted). Only strict improvements are scored, so the test
+        set is touched a handful of times per sweep."""
+        score = trial.score(metrics)
+        if self._best is None:  # after a restart: the best recorded so far
+            recorded = dict(enumerate(d["score"] for rungs in self.store.rung_details().values()
+                                      for d in rungs.values()))
+            self._best = recorded[rank_order(recorded, self.task.mode)[0]] if recorded else None
+        better = (self._best is None or math.isnan(self._best) or
+                  (score > self._best if self.task.mode == "max" else score < self._best))
+        if not better or math.isnan(score):
+            return {}
+        self._best = score
+        return {"test": trial.evaluate("test")}
+
+    def run(self, progress: ProgressCallback | None = None, *, jobs: int | None = None) -> SweepResult:
+        """Calibrate, train every rung not yet in the store, and summarize.
+
+        ``jobs``: train each rung's trials on this many worker processes with one PyTorch thread
+        each (results identical for every ``jobs``, but not always to the default in-process run,
+        which uses PyTorch's default threads; see :mod:`eve_search.engine._workers`).
+        """
+        if jobs is None:
+            return self._run(progress, None)
+        workers = TrialWorkers(self.task, check_jobs(jobs), self.data_dir, optimizer=self.settings.optimizer)
+        # The workers train; this process only records, decides and scores new bests on the test set
+        # (one small forward each), so it runs one PyTorch thread: no waiting OpenMP threads of its own
+        # compete with the workers for the CPUs.
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._run(progress, workers)
+        finally:
+            torch.set_num_threads(threads)
+            workers.close()
+
+    def _run(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
+        if workers is None:
+            warm_up(self.settings.optimizer)
+        self.start_clock()
+        if progress is not None:
+            progress("calibrating", 0, 0, 0, None)
+        calibration_started = time.perf_counter()
+        self.calibrate(workers)
+        calibration_seconds = time.perf_counter() - calibration_started
+        s = self.settings
+        sizes = [len(self.configs)]
+        state = {"done": 0, "rung": 0, "best": None, "trained": 0}
+        sign = 1.0 if self.task.mode == "max" else -1.0
+
+        def on_result(rung: int, index: int, score: float, resumed: bool) -> None:
+            if rung != state["rung"]:
+                state.update(rung=rung, done=0)
+                sizes.append(len(engine.ledger.cohort(rung)))
+            state["done"] += 1
+            if not math.isnan(score) and (state["best"] is None or sign * score > sign * state["best"]):
+                state["best"] = score
+            if not resumed:
+                state["trained"] += 1
+                self.store.set("wall_seconds", self.elapsed())
+            if progress is not None:
+                progress("training", rung, state["done"], sizes[rung], state["best"])
+
+        # Store writes go to one background thread in the order they are issued (checkpoint before
+        # result, results before the rung's decision), so the next trial trains meanwhile; a killed
+        # sweep leaves a store an uninterrupted one also passed through (see eve_search.engine._background).
+        store = self.store
+        self.store = writer = BackgroundStore(store)
+        try:
+            engine = SynchronousSuccessiveHalving(
+                len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
+                details=self.test_details, on_result=on_result, workers=workers,
+                make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
+                job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint)
+            reports = engine.run()
+            winner = writer.get("winner")
+            if winner is None:
+                final = reports[-1]
+                index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
+                winner = {"index": index, "score": final.scores[index], "test": engine.evaluate_trial(index, "test")}
+                writer.set("winner", winner)
+                writer.set("wall_seconds", self.elapsed())
+        finally:
+            self.store = store
+            closing = time.perf_counter()
+            writer.close()  # also on Ctrl-C: everything queued is written before the process ends
+        # Where this run's wall time went (eve-search bench sweep reads it; not part of the results).
+        store.set("run_seconds", {"calibration": calibration_seconds, **engine.seconds,
+                                  "store": engine.seconds["store"] + time.perf_counter() - closing,
+                                  "sweep": time.perf_counter() - self._started})
+        return self.result(reports, winner, trained=state["trained"])
+
+    def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:
+        """The summary of a finished sweep from its rung reports and the store."""
+        s = self.settings
+        details = self.store.rung_details()
+        best = self.store.best_found(details, self.task.mode)
+        last_rung = {index: rungs[max(rungs)] for index, rungs in details.items() if rungs}
+        return SweepResult(
+            task=s.task, optimizer=s.optimizer, space=s.space, seed=s.seed, metric=self.task.metric,
+            wall_seconds=float(self.store.get("wall_seconds", 0.0)),
+            training_seconds=sum(d["wall_seconds"] for d in last_rung.values()),
+            charged_units=sum(d["charged_units"] for d in last_rung.values()),
+            cost_mode=s.cost_mode,
+            backward_ratios=dict(self.ratios),
+            best={**best, "config": self.configs[best["index"]]},
+            winner={"index": winner["index"], "config": self.configs[winner["index"]],
+                    "score": winner["score"], "test": winner["test"]},
+            rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
+            trials=[{"index": index, "config": self.configs[index],
+                     "scores": {str(budget): d["score"] for budget, d in sorted(details.get(index, {}).items())}}
+                    for index in range(len(self.configs))],
+            trained=trained,
+        )
+
+
+def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,
+                  data_dir: Path | None = None, task: Task | None = None) -> Sweep:
+    """Load the task's data and open the sweep's store: everything that can fail on bad input, before
+    any training. ``task`` overrides the registry lookup of ``settings.task``."""
+    task = get_task(settings.task) if task is None else task
+    data = task.data(data_dir)
+    space = get_space(settings.space)
+    configs = space.sample(settings.configs, settings.config_seed)
+    store = SweepStore(storage, settings.name, configs, space, checkpoint_dir, settings.as_dict(),
+                       direction="maximize" if task.mode == "max" else "minimize", resume=resume)
+    return Sweep(settings, task, data, configs, store, data_dir=data_dir)
+
+
+def run_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,
+              data_dir: Path | None = None, progress: ProgressCallback | None = None) -> SweepResult:
+    """Prepare and run (or resume, or just report) one sweep in this process.
+
+    Args:
+        progress: called as (phase, rung number, trials done in the rung, trials in the rung, best so far).
+    """
+    return prepare_sweep(settings, storage=storage, checkpoint_dir=checkpoint_dir, resume=resume,
+                         data_dir=data_dir).run(progress)

@@ -1,0 +1,246 @@
+"""The proxy audit behind ``eve-search audit``: what a trustworthy ranking costs, per trainer.
+
+A cheap inner loop is only worth its speed if stopping early still keeps the configuration that
+full training would pick. The audit measures that directly. Every configuration of a search space
+is trained by every trainer (the proxies and the reference, or "truth", trainer) along ONE
+trajectory per training seed: :meth:`~eve_search.engine.trial.Trial.train_to` is called at each budget of
+a grid in order, never restarted, and at each grid point the validation and test metrics, the
+charged units and the trial's cumulative wall seconds are recorded. The truth of a training seed is
+the reference trainer's validation score at the last budget (so the truth and the reference as a
+proxy share their runs).
+
+Then, for each proxy and budget, paired by training seed, against the truth:
+
+* Kendall's tau-b of the two orderings (:func:`eve_search.analysis.ranking.agreement`, with its bootstrap);
+* the regret of the proxy's top-1: the truth score of the true best minus that of the proxy's pick
+  (:func:`top1_regret`; in points, i.e. x100, for accuracy);
+* whether the true best is in the proxy's top third, what successive halving keeps
+  (:func:`keeps_true_best`), as a rate over seeds;
+* the wall seconds the proxy spent to reach that budget over all configurations;
+
+with percentile bootstrap intervals over configurations, and a verdict per proxy: the cheapest
+budget, in wall seconds, at which it keeps the true best in its top third in at least 4 of 5 seeds
+(a rate of 0.8), and the cheapest at which its mean top-1 regret is under 0.1 point. A reference
+row, the truth under the next training seed, shows how far full training agrees with itself.
+
+Runs live in the results store (one Optuna study of kind ``"audit"`` per task, space, trainer and
+seed; one Optuna trial per configuration, the grid points as ``rung_{budget}`` user attributes and
+intermediate values), so an audit resumes where it was killed and a finished one is read back
+without training.
+
+Example (hand-made scores of three configurations):
+    >>> truth = {0: 0.80, 1: 0.85, 2: 0.83}
+    >>> proxy = {0: 0.70, 1: 0.72, 2: 0.75}
+    >>> round(top1_regret(proxy, truth), 4), keeps_true_best(proxy, truth, fraction=2 / 3)
+    (0.02, True)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eve_search.engine.ledger import (
+    PROMOTED_FRACTION,
+    check_fraction,
+    check_rungs,
+)
+from eve_search.analysis.audit import (  # the measures: pure functions over results
+    AUDIT_KIND,
+    DEFAULT_BUDGETS,
+    KEEP_RATE,
+    REGRET_THRESHOLD,
+    audit_measures,
+    budget_table,
+    keeps_true_best,
+    top1_regret,
+    verdict,
+)
+from eve_search.tasks.spaces import get_space
+from eve_search.engine.store import SweepStore
+from eve_search.engine.sweep import Sweep, SweepSettings, warm_up
+from eve_search.tasks import Task, get_task
+
+__all__ = [
+    "AUDIT_KIND",
+    "DEFAULT_BUDGETS",
+    "AuditStore",
+    "audit_measures",
+    "audit_name",
+    "audit_report",
+    "budget_table",
+    "keeps_true_best",
+    "prepare_audit",
+    "run_audit",
+    "top1_regret",
+    "verdict",
+]
+
+# The runs: one study per (task, space, trainer, seed) ---------------------------------------------
+
+
+class AuditStore(SweepStore):
+    """A :class:`~eve_search.engine.store.SweepStore` whose study holds audit runs (kind ``"audit"``): every
+    configuration trained through every grid budget, COMPLETE once it reached the last."""
+
+    kind = AUDIT_KIND
+
+
+def audit_name(settings: SweepSettings) -> str:
+    """The study name of one trainer's runs at one seed: ``audit-{task}-{space}-{trainer}-seed{seed}``."""
+    return f"audit-{settings.name}"
+
+
+def _stored_settings(settings: SweepSettings) -> dict[str, Any]:
+    values = settings.as_dict()
+    values["budgets"] = values.pop("rungs")
+    values.pop("fraction")
+    return values
+
+
+def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: Sequence[int], *,
+                  storage: str, checkpoint_dir: Path, budgets: Sequence[int] = DEFAULT_BUDGETS, configs: int = 48,
+                  config_seed: int = 0, cost_mode: str = "calibrated", backward_ratio: float | None = None,
+                  data_dir: Path | None = None, truth: str | None = None) -> dict[tuple[str, int], Sweep]:
+    """Open (or create) every (trainer, seed) study of one space, keyed (trainer, seed), before any
+    training: the task's data, the store and the settings are checked here. ``truth`` (the reference
+    trainer of this audit) is noted on every study for the dashboard."""
+    task = get_task(task) if isinstance(task, str) else task
+    budgets = check_rungs(budgets)
+    data = task.data(data_dir)
+    space_ = get_space(space)
+    sample = space_.sample(configs, config_seed)
+    prepared: dict[tuple[str, int], Sweep] = {}
+    for seed in seeds:
+        for trainer in trainers:
+            settings = SweepSettings(space=space, optimizer=trainer, seed=seed, config_seed=config_seed,
+                                     configs=configs, rungs=budgets, cost_mode=cost_mode,
+                                     backward_ratio=backward_ratio, task=task.name)
+            store = AuditStore(storage, audit_name(settings), sample, space_, checkpoint_dir,
+                               _stored_settings(settings), direction="maximize" if task.mode == "max" else "minimize",
+                               resume=True)
+            if truth is not None and store.get("truth") != truth:
+                store.set("truth", truth)
+            prepared[(trainer, seed)] = Sweep(settings, task, data, sample, store)
+    return prepared
+
+
+def _train_run(sweep: Sweep, index: int, recorded: Mapping[int, Mapping[str, Any]]) -> None:
+    """Train configuration ``index`` through every grid budget not yet recorded, along one trajectory
+    (from its checkpoint when a killed audit left one), recording each grid point."""
+    store, budgets = sweep.store, sweep.settings.rungs
+    trial = sweep.make_trial(index)
+    path = store.checkpoint_path(index)
+    if recorded and path.exists():
+        trial.load(path)
+    score = math.nan
+    for budget in budgets:
+        if budget <= trial.budget:
+            continue
+        trial.train_to(budget)
+        val = trial.evaluate("val")
+        score = trial.score(val)
+        details = {"score": score, "val": val, "test": trial.evaluate("test"),
+                   "charged_units": trial.charged_units, "wall_seconds": trial.wall_seconds,
+                   "backward_passes": trial.meter.backward_passes}
+        store.record(index, budget, details, None if budget == budgets[-1] else trial.to_bytes())
+    if math.isnan(score):  # every budget was already recorded (killed after the last record)
+        score = float(store.rung_details()[index][budgets[-1]]["score"])
+    store.complete(index, score)
+    path.unlink(missing_ok=True)
+
+
+AuditProgress = Callable[[str, int, str, int, int, int], None]
+
+
+def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress | None = None) -> int:
+    """Train every run not yet finished; returns how many runs this call trained.
+
+    Seed by seed, each trainer's ratios are calibrated first (stored, so a resumed audit charges
+    alike), then configuration by configuration every trainer takes its turn, so that a machine
+    whose speed drifts slows every trainer alike. Each study's ``wall_seconds`` user attribute
+    accumulates the wall time spent on its runs (calibration, training, evaluation, recording).
+    ``progress(space, seed, trainer, index, done, total)`` after every run.
+    """
+    seeds = sorted({seed for _, seed in prepared})
+    trainers = list(dict.fromkeys(trainer for trainer, _ in prepared))
+    for trainer in trainers:
+        warm_up(trainer)
+    done, trained = 0, 0
+    total = sum(len(sweep.configs) for sweep in prepared.values())
+    for seed in seeds:
+        sweeps = {trainer: prepared[(trainer, seed)] for trainer in trainers if (trainer, seed) in prepared}
+        finished = {trainer: sweep.store.finished() for trainer, sweep in sweeps.items()}
+        details = {trainer: sweep.store.rung_details() for trainer, sweep in sweeps.items()}
+        spent = {trainer: float(sweep.store.get("wall_seconds", 0.0)) for trainer, sweep in sweeps.items()}
+        for trainer, sweep in sweeps.items():
+            if len(finished[trainer]) < len(sweep.configs):
+                started = time.perf_counter()
+                sweep.calibrate()
+                spent[trainer] += time.perf_counter() - started
+                sweep.store.set("wall_seconds", spent[trainer])
+        configs = max(len(sweep.configs) for sweep in sweeps.values())
+        for index in range(configs):
+            for trainer, sweep in sweeps.items():
+                if index not in finished[trainer]:
+                    started = time.perf_counter()
+                    _train_run(sweep, index, details[trainer].get(index, {}))
+                    spent[trainer] += time.perf_counter() - started
+                    sweep.store.set("wall_seconds", spent[trainer])
+                    trained += 1
+                done += 1
+                if progress is not None:
+                    progress(sweep.settings.space, seed, trainer, index, done, total)
+    return trained
+
+
+# The report --------------------------------------------------------------------------------------
+
+
+def _scale(task: Task) -> float:
+    return 100.0 if task.metric == "accuracy" else 1.0
+
+
+def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[str], truth: str, *,
+                 fraction: float = PROMOTED_FRACTION, keep_rate: float = KEEP_RATE,
+                 regret_threshold: float = REGRET_THRESHOLD, resamples: int = 1000) -> dict[str, Any]:
+    """Every measure of one space, from the store (see :func:`audit_measures`).
+
+    Only seeds whose runs are all finished (every trainer, every configuration) are used; the
+    others are listed as ``incomplete_seeds``.
+    """
+    fraction = check_fraction(fraction)
+    any_sweep = next(iter(prepared.values()))
+    task, settings = any_sweep.task, any_sweep.settings
+    budgets, mode, scale = list(settings.rungs), task.mode, _scale(task)
+    seeds = sorted({seed for _, seed in prepared})
+    trainers = list(dict.fromkeys([*proxies, truth]))
+    details: dict[tuple[str, int], dict[int, dict[int, dict[str, Any]]]] = {}
+    complete, incomplete = [], []
+    for seed in seeds:
+        ok = True
+        for trainer in trainers:
+            sweep = prepared[(trainer, seed)]
+            details[(trainer, seed)] = sweep.store.rung_details()
+            ok &= len(sweep.store.finished()) == len(sweep.configs)
+        (complete if ok else incomplete).append(seed)
+    report: dict[str, Any] = {"task": task.name, "space": settings.space, "metric": task.metric, "mode": mode,
+                              "regret_unit": "points" if scale == 100 else task.metric, "truth": truth,
+                              "truth_budget": budgets[-1], "budgets": budgets, "fraction": fraction,
+                              "seeds": complete, "incomplete_seeds": incomplete, "configs": settings.configs,
+                              "proxies": {}, "truth_runs": {}, "noise_floor": None}
+    if not complete:
+        return report
+    report.update(audit_measures(details, complete, proxies, truth, budgets, mode=mode, scale=scale,
+                                 fraction=fraction, keep_rate=keep_rate, regret_threshold=regret_threshold,
+                                 resamples=resamples))
+    for seed, run in report["truth_runs"].items():
+        run["best_config"] = any_sweep.configs[run["best_index"]]
+    for proxy in proxies:
+        stored = [float(prepared[(proxy, s)].store.get("wall_seconds", 0.0)) for s in complete]
+        report["proxies"][proxy]["audit_wall_seconds"] = {"mean": statistics.fmean(stored), "total": sum(stored)}
+    return report

@@ -1,0 +1,41 @@
+"""The networks a search trains: plain MLPs with Kaiming-uniform weights drawn from a generator."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["mlp"]
+
+
+def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator: torch.Generator) -> nn.Sequential:
+    """A ReLU MLP whose weights are U(-b, b), b = sqrt(6 / fan_in), and whose biases start at zero.
+
+    b is the same bound EvE uses by default for its search box (paper, Appendix "MLP/MNIST",
+    "Initialization and bounds"), so every optimizer starts from weights inside that box; drawing
+    from ``generator`` keeps the global RNG untouched and makes one seed give one network.
+
+    Example:
+        >>> import torch
+        >>> net = mlp(107, [256, 256], 2, generator=torch.Generator().manual_seed(0))
+        >>> sum(p.numel() for p in net.parameters())
+        93954
+    """
+    widths = [in_features, *hidden, out_features]
+    if any(not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in widths):
+        raise ValueError(f"Invalid layer widths: {widths} (expected positive ints)")
+    layers: list[nn.Module] = []
+    for index, (fan_in, fan_out) in enumerate(itertools.pairwise(widths)):
+        linear = nn.Linear(fan_in, fan_out)
+        bound = math.sqrt(6.0 / fan_in)
+        with torch.no_grad():
+            linear.weight.uniform_(-bound, bound, generator=generator)
+            linear.bias.zero_()
+        layers.append(linear)
+        if index < len(widths) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)

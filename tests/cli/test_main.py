@@ -1,0 +1,60 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from eve_search.cli import main
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "eve_search.cli", *args], check=False, capture_output=True, text=True)
+
+
+def test_bench_throughput_prints_the_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main(["bench", "throughput", "--seconds", "0.1", "--rounds", "1", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "compute floor" in printed and "EvE / Adam" in printed
+    figures = json.loads(out.read_text())
+    assert set(figures["units_per_second"]) == {"floor", "passes", "eve", "adam"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "throughput", "--seconds", "-1"], "argument --seconds: '-1' must be > 0"),
+        (["bench", "throughput", "--rounds", "two"], "argument --rounds: 'two' is not an integer"),
+        (["bench", "latency"], "invalid choice: 'latency'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line_and_no_traceback(args, message):
+    result = run_cli(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+def test_the_console_script_returns_mains_exit_code_and_skips_the_last_collection(monkeypatch, capsys):
+    import gc
+
+    from eve_search.cli import console
+
+    monkeypatch.setattr(sys, "argv", ["eve-search", "adult", "--space", "nowhere"])
+    try:
+        assert console() == 2
+        assert gc.get_freeze_count() > 0  # what is alive now is left out of the interpreter's final collection
+    finally:
+        gc.unfreeze()
+    assert "argument --space" in capsys.readouterr().err
+
+
+def test_the_installed_command_is_the_console_function():
+    from pathlib import Path
+
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["eve-search"] == "eve_search.cli:console"

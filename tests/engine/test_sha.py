@@ -1,0 +1,169 @@
+"""The in-process engine: a loop over the rung ledger, trials kept in memory within a budget, exact resume."""
+
+import gc
+import weakref
+
+import pytest
+
+from eve_search.engine.checkpoint import save_atomically
+from eve_search.engine.sha import SynchronousSuccessiveHalving, trial_bytes
+from eve_search.engine.trial import Trial
+
+CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 16, "depth": 1}
+           for lr in (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 2e-4, 5e-3, 2e-2)]
+RUNGS = (30, 90, 180)
+
+
+class FolderStore:
+    """A RungStore in memory with checkpoint files in a folder, like the real one."""
+
+    def __init__(self, folder):
+        self.folder = folder
+        self.details, self.eliminated, self.completed = {}, [], {}
+
+    def rung_details(self):
+        return {index: dict(rungs) for index, rungs in self.details.items()}
+
+    def checkpoint_path(self, index):
+        return self.folder / f"trial-{index:04d}.pt"
+
+    def record(self, index, budget, details, checkpoint):
+        save_atomically(checkpoint, self.checkpoint_path(index))
+        self.details.setdefault(index, {})[budget] = details
+
+    def eliminate(self, indices):
+        self.eliminated.extend(indices)
+        for index in indices:
+            self.checkpoint_path(index).unlink(missing_ok=True)
+
+    def complete(self, index, score):
+        self.completed[index] = score
+
+
+def factory(optimizer, made=None, alive=None):
+    def make_trial(index):
+        trial = Trial("tiny", CONFIGS[index], optimizer, seed=0, index=index, backward_ratio=2.0)
+        if made is not None:
+            made.append(index)
+        if alive is not None:
+            alive.add(trial)
+        return trial
+    return make_trial
+
+
+def engine(store, optimizer="eve", **kwargs):
+    made = kwargs.pop("made", None)
+    alive = kwargs.pop("alive", None)
+    return SynchronousSuccessiveHalving(9, factory(optimizer, made, alive), store, rungs=RUNGS, **kwargs)
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_engine_trains_rungs_9_3_1_and_resumes_promoted_trials(tmp_path, optimizer):
+    store = FolderStore(tmp_path)
+    reports = engine(store, optimizer).run()
+    assert [len(r.trials) for r in reports] == [9, 3, 1]
+    assert reports[1].trials == reports[0].promoted and reports[2].trials == reports[1].promoted
+    winner = reports[-1].trials[0]
+    details = store.details[winner]
+    assert sorted(details) == [30, 90, 180]
+    # The winner's charged cost kept growing across rungs: resumed from its checkpoint, never restarted.
+    charged = [details[b]["charged_units"] for b in (30, 90, 180)]
+    assert 30 <= charged[0] < 90 <= charged[1] < 180 <= charged[2] < 180 + 20
+    assert details[180]["backward_passes"] > details[30]["backward_passes"]
+    assert sorted(store.eliminated) == sorted(set(range(9)) - {winner})
+    assert list(store.completed) == [winner]
+    assert set(details[30]["val"]) == {"accuracy", "loss"} and details[30]["score"] == details[30]["val"]["accuracy"]
+
+
+def test_with_keep_bytes_0_only_one_trial_is_held_in_memory_at_a_time(tmp_path):
+    alive = weakref.WeakSet()
+    counts = []
+
+    def on_result(rung, index, score, resumed):
+        gc.collect()
+        counts.append(len(alive))
+
+    engine(FolderStore(tmp_path), alive=alive, on_result=on_result, keep_bytes=0).run()
+    assert max(counts) <= 1
+
+
+def test_kept_trials_fit_the_memory_given_and_stopped_ones_are_dropped(tmp_path):
+    one = trial_bytes(factory("eve")(0), factory("eve")(0).to_bytes())
+    alive = weakref.WeakSet()
+    counts = []
+
+    def on_result(rung, index, score, resumed):
+        gc.collect()
+        counts.append((rung, len(alive)))
+
+    engine(FolderStore(tmp_path), alive=alive, on_result=on_result, keep_bytes=3 * one + one // 2).run()
+    assert max(count for _, count in counts) == 3  # on_result comes after a trial was kept (or dropped)
+    # After rung 1's decision only its 3 promoted trials can be alive, kept or training.
+    assert max(count for rung, count in counts if rung > 0) <= 3
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_trials_kept_in_memory_continue_exactly_as_trials_read_back_from_checkpoints(tmp_path, optimizer):
+    made_kept, made_read = [], []
+    kept = engine(FolderStore(tmp_path / "kept"), optimizer, made=made_kept).run()
+    read = engine(FolderStore(tmp_path / "read"), optimizer, made=made_read, keep_bytes=0).run()
+    assert [r.scores for r in kept] == [r.scores for r in read]
+    assert [r.promoted for r in kept] == [r.promoted for r in read]
+    assert sorted(made_kept) == list(range(9))  # each trial built once, never rebuilt from its checkpoint
+    assert len(made_read) == 9 + 3 + 1
+
+
+def test_keep_bytes_must_be_a_whole_number_of_bytes(tmp_path):
+    with pytest.raises(ValueError, match=r"Invalid keep_bytes: -1 \(expected an int >= 0\)"):
+        engine(FolderStore(tmp_path), keep_bytes=-1)
+
+
+def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_result(tmp_path):
+    uninterrupted = engine(FolderStore(tmp_path / "a")).run()
+    store = FolderStore(tmp_path / "b")
+
+    class Killed(Exception):
+        pass
+
+    seen = []
+
+    def kill_mid_rung(rung, index, score, resumed):
+        seen.append(rung)
+        if seen.count(1) == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        engine(store, on_result=kill_mid_rung).run()
+    made = []
+    resumed = engine(store, made=made).run()
+    assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
+    assert [r.promoted for r in resumed] == [r.promoted for r in uninterrupted]
+    assert len(made) == 1 + 1  # rung 2's last trial, then rung 3's; everything else came from the store
+
+
+@pytest.mark.parametrize("damage", ["delete", "truncate", "foreign"])
+def test_a_lost_or_damaged_checkpoint_is_replayed_into_the_same_state(tmp_path, damage):
+    uninterrupted = engine(FolderStore(tmp_path / "a")).run()
+
+    class Killed(Exception):
+        pass
+
+    def kill_after_rung_1(rung, index, score, resumed):
+        if rung == 1:
+            raise Killed
+
+    store = FolderStore(tmp_path / "b")
+    with pytest.raises(Killed):
+        engine(store, on_result=kill_after_rung_1).run()
+    for path in (tmp_path / "b").glob("trial-*.pt"):
+        if damage == "delete":
+            path.unlink()
+        elif damage == "truncate":
+            path.write_bytes(path.read_bytes()[:100])
+        else:  # another sweep's checkpoint of the same configuration
+            other = Trial("tiny", CONFIGS[0], "eve", seed=0, index=int(path.stem[-4:]), backward_ratio=2.0,
+                          owner="another-sweep")
+            other.train_to(30)
+            other.save(path)
+    resumed = engine(store).run()
+    assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
