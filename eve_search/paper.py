@@ -3,7 +3,7 @@
 A leaf: imports nothing from eve_search, so every layer can read it.
 """
 
-__all__ = ["PAPER_LR_GRID", "PAPER_MNIST", "PAPER_TAUS", "PAPER_TOP_RANKS"]
+__all__ = ["PAPER_LORA", "PAPER_LR_GRID", "PAPER_MNIST", "PAPER_TAUS", "PAPER_TOP_RANKS"]
 
 #: The learning-rate grid of the paper's protocols (Section "Experimental Setup"): every optimizer
 #: is trained at each of these rates.
@@ -29,3 +29,17 @@ PAPER_TAUS = {
 }
 # Paper: rank under Adam of EvE's rung-1 top configuration, per seed 0-4.
 PAPER_TOP_RANKS = {"hp": [4, 5, 3, 10, 2], "arch": [5, 4, 3, 16, 6]}
+
+# The paper's LoRA/Alpaca figures (Section "Real-World Fine-Tuning: LoRA", Appendix "LoRA/Alpaca",
+# Table "Effect of choosing each method's learning rate"). Per baseline it gives only ranges: the
+# Adam family's test loss 1.115-1.124, every baseline's wall time 58.8-70.7 s; best rates 1e-4 for
+# most of the Adam family, 3e-4 for RAdam and Lookahead; nothing per method for SGD.
+_ADAM_TEST = "1.115-1.124 (Adam family)"
+_BASELINE_WALL = "58.8-70.7 (8 baselines)"
+PAPER_LORA: dict[str, dict[str, str]] = {
+    "eve": {"lr": "3e-4", "test": "1.240 +- 0.046", "wall": "35.0 +- 0.6"},
+    **{name: {"lr": "1e-4", "test": _ADAM_TEST, "wall": _BASELINE_WALL}
+       for name in ("adam", "adamw", "nadam", "amsgrad", "adabelief")},
+    **{name: {"lr": "3e-4", "test": _ADAM_TEST, "wall": _BASELINE_WALL} for name in ("radam", "lookahead")},
+    "sgd_momentum": {"lr": "-", "test": "- (no figure)", "wall": _BASELINE_WALL},
+}

@@ -18,13 +18,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import resource
-import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,52 +30,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from eve_search import testing
 from eve_search.integrations.optuna import run_sweep_on_optuna
 from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
 VARIABLE = ("wall_seconds", "training_seconds", "trained")
 
 
-def _postgres_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return candidates[-1] if candidates else None
-
-
 @contextlib.contextmanager
 def throwaway_postgres():
-    """A PostgreSQL server for this run only (unix socket, random port), removed afterwards."""
-    initdb, pg_ctl, createdb = _postgres_bin("initdb"), _postgres_bin("pg_ctl"), _postgres_bin("createdb")
-    if initdb is None or pg_ctl is None or createdb is None:
-        raise SystemExit("optuna_vs_local: PostgreSQL server binaries not found (install postgresql, or pass "
-                         "--postgres URL or --postgres none)")
-    root = Path(tempfile.mkdtemp(prefix="eve-search-pg-"))
-    data, sockets = root / "data", root / "sockets"
-    sockets.mkdir()
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(root, "postgres")
-        shutil.chown(sockets, "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    subprocess.run([*prefix, initdb, "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"], check=True,
-                   capture_output=True)
-    subprocess.run([*prefix, pg_ctl, "-D", str(data), "-w", "-l", str(root / "server.log"), "-o",
-                    f"-p {port} -k {sockets} -c listen_addresses=''", "start"], check=True, capture_output=True)
-    try:
-        def database(name: str) -> str:
-            subprocess.run([*prefix, createdb, "-h", str(sockets), "-p", str(port), "-U", "postgres", name],
-                           check=True, capture_output=True)
-            return f"postgresql+psycopg2://postgres@/{name}?host={sockets}&port={port}"
-
+    """A PostgreSQL server for this run only (see :func:`eve_search.testing.throwaway_postgres`)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            database = stack.enter_context(testing.throwaway_postgres())
+        except RuntimeError as error:
+            raise SystemExit(f"optuna_vs_local: {error}, or pass --postgres URL or --postgres none") from None
         yield database
-    finally:
-        subprocess.run([*prefix, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False, capture_output=True)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _comparable(result) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 # The argument types and limits live in one place (eve_search.cli.args); the names commands and
@@ -367,6 +367,33 @@ def _start_workers_early(argv: Sequence[str]) -> None:
         start_worker_server()
 
 
+# The command table: the function that runs each command (``bench`` by its kind), as
+# "module:function", imported only when that command runs (``eve-search adult --help`` loads none).
+COMMANDS: dict[str, str] = {
+    "adult": "eve_search.cli._main:_sweep",
+    "sweep": "eve_search.cli._main:_sweep",
+    "rank": "eve_search.cli._main:_rank",
+    "audit": "eve_search.cli.commands.audit:run",
+    "dashboard": "eve_search.cli.commands.dashboard:run",
+    "mnist": "eve_search.cli.commands.mnist:run",
+    "lora": "eve_search.cli.commands.lora:run",
+    "bench throughput": "eve_search.cli._main:_bench_throughput",
+    "bench memory": "eve_search.cli.commands.bench_memory:run",
+    "bench matmul": "eve_search.cli.commands.bench_matmul:run",
+    "bench sweep": "eve_search.cli.commands.bench_sweep:run",
+    "bench synthetic": "eve_search.cli.commands.bench_synthetic:run",
+}
+
+
+def _runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
+    """The function of :data:`COMMANDS` that runs the parsed command."""
+    import importlib
+
+    key = f"{args.command} {args.bench}" if args.command == "bench" else args.command
+    module, _, name = COMMANDS[key].partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code."""
     _start_workers_early(list(sys.argv[1:] if argv is None else argv))
@@ -380,44 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         check_outputs(args)  # before any work: no output may overwrite the store, a checkpoint or an input
-        if args.command == "lora":
-            from eve_search.cli.commands.lora import run as lora
-
-            return lora(args)
-        if args.command == "mnist":
-            from eve_search.cli.commands.mnist import run as mnist
-
-            return mnist(args)
-        if args.command == "bench":
-            if args.bench == "memory":
-                from eve_search.cli.commands.bench_memory import run as bench_memory
-
-                return bench_memory(args)
-            if args.bench == "matmul":
-                from eve_search.cli.commands.bench_matmul import run as bench_matmul
-
-                return bench_matmul(args)
-            if args.bench == "sweep":
-                from eve_search.cli.commands.bench_sweep import run as bench_sweep
-
-                return bench_sweep(args)
-            if args.bench == "synthetic":
-                from eve_search.cli.commands.bench_synthetic import run as bench_synthetic
-
-                return bench_synthetic(args)
-            return _bench_throughput(args)
-        if args.command in ("adult", "sweep"):
-            return _sweep(args)
-        if args.command == "rank":
-            return _rank(args)
-        if args.command == "audit":
-            from eve_search.cli.commands.audit import run as audit
-
-            return audit(args)
-        if args.command == "dashboard":
-            from eve_search.cli.commands.dashboard import run as dashboard
-
-            return dashboard(args)
+        return _runner(args)(args)
     except UsageError as error:
         print(redact(str(error)), file=sys.stderr)
         return 2

@@ -25,18 +25,20 @@ Example:
     torch.Size([400, 4])
 """
 
-from __future__ import annotations
+from eve_search.tasks._registry import _BUILT_INS, _TASKS, get_task, register_task, task_names
+from eve_search.tasks._task import (
+    MODES,
+    Config,
+    Splits,
+    Task,
+    check_batch_size,
+    classification_metrics,
+    cross_entropy_loss,
+)
 
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-
-import torch
-from torch import nn
-
-from eve_search.data._splits import Splits
+# The Adult task's functions kept at their 0.2 path for one release (pickled tasks name them).
+from eve_search.tasks.adult import _adult_data, _adult_model, adult_task, architecture_key  # noqa: F401
+from eve_search.tasks.models import hidden_layers  # noqa: F401
 
 __all__ = [
     "Config",
@@ -49,210 +51,3 @@ __all__ = [
     "register_task",
     "task_names",
 ]
-
-Config = dict[str, Any]
-MODES = ("max", "min")
-
-
-def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the model's logits: the default training loss of a classification task."""
-    return torch.nn.functional.cross_entropy(model(x), y)
-
-
-def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-    """``accuracy`` and mean cross-entropy ``loss`` of a classifier on (x, y), in one forward pass."""
-    logits = model(x)
-    return {"accuracy": (logits.argmax(dim=1) == y).double().mean().item(),
-            "loss": torch.nn.functional.cross_entropy(logits, y).item()}
-
-
-def _parameter_key(config: Config) -> str:
-    """Configurations that differ only in optimizer settings train the same network."""
-    return ",".join(f"{k}={config[k]}" for k in sorted(config) if k not in ("lr", "weight_decay")) or "model"
-
-
-@dataclass(frozen=True)
-class Task:
-    """A learning problem the search can train configurations on.
-
-    Args:
-        name: registry key (``eve-search sweep --task NAME``).
-        description: one line for ``--help`` and reports.
-        load_data: ``load_data(data_dir)`` returns the :class:`Splits` (``data_dir`` None: the task's
-            default data). Called once per process and directory; the result is cached.
-        build_model: ``build_model(config, splits, generator)`` returns a fresh model whose initial
-            weights come from ``generator`` only (one seed, one network).
-        loss: ``loss(model, x, y)``, the training loss on a minibatch (default: cross-entropy).
-        metrics: ``metrics(model, x, y)``, a dict of floats on a whole split, run without gradients
-            (default: accuracy and loss). It must contain ``metric``.
-        metric: the validation metric the search ranks by; ``mode``: ``"max"`` or ``"min"``.
-        batch_size: the training minibatch size.
-        cost_key: configurations with the same key cost the same per pass, so they share one
-            calibrated backward/forward ratio (default: every key except ``lr`` and ``weight_decay``).
-        spaces: names of the search spaces made for this task (the CLI's defaults and choices).
-    """
-
-    name: str
-    description: str
-    load_data: Callable[[Path | None], Splits]
-    build_model: Callable[[Config, Splits, torch.Generator], nn.Module]
-    loss: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor] = cross_entropy_loss
-    metrics: Callable[[nn.Module, torch.Tensor, torch.Tensor], Mapping[str, float]] = classification_metrics
-    metric: str = "accuracy"
-    mode: str = "max"
-    batch_size: int = 256
-    cost_key: Callable[[Config], str] = _parameter_key
-    spaces: tuple[str, ...] = ()
-    _cache: dict[Any, Splits] = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"Invalid name: {self.name!r} (expected letters, digits, '-' or '_')")
-        if self.mode not in MODES:
-            raise ValueError(f"Invalid mode: {self.mode!r} (expected 'max' or 'min')")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ValueError(f"Invalid batch_size: {self.batch_size!r} (expected an int >= 1)")
-        for name in ("load_data", "build_model", "loss", "metrics", "cost_key"):
-            if not callable(getattr(self, name)):
-                raise TypeError(f"Invalid {name}: {getattr(self, name)!r} (expected a callable)")
-
-    def data(self, data_dir: str | os.PathLike | None = None) -> Splits:
-        """The task's splits from ``data_dir`` (None: its default data), loaded once per process.
-
-        Raises ValueError when the training split has fewer rows than one minibatch (``batch_size``):
-        no trial could draw a batch from it.
-        """
-        key = None if data_dir is None else Path(data_dir).resolve()
-        if key not in self._cache:
-            splits = self.load_data(key)
-            check_batch_size(splits, self.batch_size, "the task's default data" if key is None else key,
-                             task=self.name)
-            self._cache[key] = splits
-        return self._cache[key]
-
-    def __getstate__(self) -> dict[str, Any]:
-        # A task travels to other processes (Ray actors, worker processes) without its loaded data.
-        return {**self.__dict__, "_cache": {}}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for key, value in state.items():
-            object.__setattr__(self, key, value)
-
-    def evaluate(self, model: nn.Module, data: Splits, split: str = "val") -> dict[str, float]:
-        """The task's metrics of ``model`` on a split, without gradients."""
-        x, y = data.split(split)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.inference_mode():
-                values = {key: float(value) for key, value in self.metrics(model, x, y).items()}
-        finally:
-            model.train(was_training)
-        if self.metric not in values:
-            raise ValueError(f"task {self.name!r}: metrics returned {sorted(values)} without its metric "
-                             f"{self.metric!r}")
-        return values
-
-
-def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *, task: str | None = None,
-                     hint: str = "") -> None:
-    """Raise a one-line ValueError when ``data`` has fewer training rows than ``batch_size``.
-
-    Args:
-        data: the loaded splits.
-        batch_size: the task's minibatch size.
-        source: the data set's path (or words for it), for the message.
-        task: the task's name, for the message.
-        hint: what to do instead, for the message (default: a larger data set or a smaller batch size).
-    """
-    rows = int(data.x_train.shape[0])
-    if rows >= batch_size:
-        return
-    where = f"at {source}" if isinstance(source, Path) else str(source)
-    prefix = f"task {task!r}: " if task else ""
-    raise ValueError(f"{prefix}the data set {where} has only {rows} training rows, so batch size {batch_size} cannot "
-                     f"be used (every minibatch takes {batch_size} rows): "
-                     + (hint or f"give a data set with at least {batch_size} training rows, or use a task with a "
-                                "smaller batch_size"))
-
-
-_TASKS: dict[str, Task] = {}
-
-
-def _fashion_mnist() -> Task:
-    from eve_search.tasks.mnist import fashion_mnist_task
-
-    return fashion_mnist_task()
-
-
-def _mnist() -> Task:
-    from eve_search.tasks.mnist import mnist_task
-
-    return mnist_task()
-
-
-def _lora() -> Task:
-    from eve_search.tasks.lora import lora_task
-
-    return lora_task()
-
-
-# The built-in tasks, made on first use (their modules, and their heavy dependencies, load only then);
-# a task a user registers under one of these names replaces it.
-_BUILT_INS: dict[str, Callable[[], Task]] = {"adult": lambda: adult_task(), "fashion-mnist": _fashion_mnist,
-                                             "mnist": _mnist, "lora": _lora}
-
-
-def register_task(task: Task) -> None:
-    """Add (or replace) a task under ``task.name``; every command and driver can then train it."""
-    if not isinstance(task, Task):
-        raise TypeError(f"Invalid task: {task!r} (expected an eve_search.tasks.Task)")
-    _TASKS[task.name] = task
-
-
-def task_names() -> list[str]:
-    """Registered task names (the built-in ones included), sorted."""
-    return sorted(set(_TASKS) | set(_BUILT_INS))
-
-
-def get_task(name: str) -> Task:
-    """The task registered as ``name``."""
-    if name not in _TASKS and name in _BUILT_INS:
-        _TASKS[name] = _BUILT_INS[name]()
-    try:
-        return _TASKS[name]
-    except KeyError:
-        raise ValueError(f"Unknown task: {name!r} (expected one of {', '.join(task_names())})") from None
-
-
-# UCI Adult ---------------------------------------------------------------------------------------
-
-
-def _adult_data(data_dir: Path | None) -> Splits:
-    from eve_search.data import load_adult
-
-    return load_adult(data_dir)
-
-
-def hidden_layers(config: Config) -> list[int]:
-    """The hidden widths of an MLP configuration: ``depth`` layers of ``width`` units."""
-    return [int(config["width"])] * int(config["depth"])
-
-
-def _adult_model(config: Config, data: Splits, generator: torch.Generator) -> nn.Module:
-    from eve_search.tasks.models import mlp
-
-    classes = int(max(data.y_train.max(), data.y_val.max())) + 1
-    return mlp(data.x_train.shape[1], hidden_layers(config), classes, generator=generator)
-
-
-def architecture_key(config: Config) -> str:
-    """``"{width}x{depth}"``: configurations with the same key train the same-shaped MLP."""
-    return f"{int(config['width'])}x{int(config['depth'])}"
-
-
-def adult_task() -> Task:
-    """The built-in ``"adult"`` task (UCI Adult, the paper's MLP search spaces ``hp`` and ``arch``)."""
-    return Task(
-        "adult", "UCI Adult income > 50K: a ReLU MLP of `depth` x `width`, batch 256, ranked by validation accuracy",
-        load_data=_adult_data, build_model=_adult_model, cost_key=architecture_key, spaces=("hp", "arch"))

@@ -16,7 +16,8 @@ from pathlib import Path
 import torch
 
 from eve_search.data._idx import FASHION_MNIST_DIR, IdxError, load_idx_splits
-from eve_search.tasks import Config, Splits, Task, hidden_layers
+from eve_search.tasks._task import Config, Splits, Task
+from eve_search.tasks.models import hidden_layers
 
 __all__ = ["MLP_CONFIG", "fashion_mnist_task", "mlp_weights", "mnist_task"]
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["mlp"]
+__all__ = ["hidden_layers", "mlp"]
 
 
 def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator: torch.Generator) -> nn.Sequential:
@@ -39,3 +39,8 @@ def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator
         if index < len(widths) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
+
+
+def hidden_layers(config: dict) -> list[int]:
+    """The hidden widths of an MLP configuration: ``depth`` layers of ``width`` units."""
+    return [int(config["width"])] * int(config["depth"])

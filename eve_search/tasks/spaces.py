@@ -25,7 +25,8 @@ from typing import Any
 
 import torch
 
-from eve_search.tasks import Config, hidden_layers
+from eve_search.tasks._task import Config
+from eve_search.tasks.models import hidden_layers
 
 __all__ = [
     "Categorical",

@@ -58,3 +58,18 @@ def test_the_installed_command_is_the_console_function():
 
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["eve-search"] == "eve_search.cli:console"
+
+
+def test_the_command_table_runs_every_command_the_parser_accepts_and_nothing_else():
+    import importlib
+
+    from eve_search.cli import _main
+
+    parser = _main._build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    kinds = next(a for a in commands["bench"]._actions if a.dest == "bench").choices
+    accepted = {name for name in commands if name != "bench"} | {f"bench {kind}" for kind in kinds}
+    assert set(_main.COMMANDS) == accepted
+    for target in _main.COMMANDS.values():
+        module, _, name = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), name))

@@ -10,14 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from eve_search.cli._plugins import reported
-from eve_search.experiments.audit._core import (
-    DEFAULT_BUDGETS,
-    KEEP_RATE,
-    REGRET_THRESHOLD,
-    audit_report,
-    prepare_audit,
-    run_audit,
-)
+from eve_search.analysis.audit import DEFAULT_BUDGETS, KEEP_RATE, REGRET_THRESHOLD
+from eve_search.experiments.audit._core import audit_report, prepare_audit, run_audit
 
 __all__ = ["configure_parser", "run"]
 

@@ -17,21 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eve_search.cli.commands._protocol import print_protocol_table
+from eve_search.paper import PAPER_LORA
+
 __all__ = ["PAPER_LORA", "configure_parser", "run"]
 
-# The paper's LoRA/Alpaca figures (Section "Real-World Fine-Tuning: LoRA", Appendix "LoRA/Alpaca",
-# Table "Effect of choosing each method's learning rate"). Per baseline it gives only ranges: the
-# Adam family's test loss 1.115-1.124, every baseline's wall time 58.8-70.7 s; best rates 1e-4 for
-# most of the Adam family, 3e-4 for RAdam and Lookahead; nothing per method for SGD.
-_ADAM_TEST = "1.115-1.124 (Adam family)"
-_BASELINE_WALL = "58.8-70.7 (8 baselines)"
-PAPER_LORA: dict[str, dict[str, str]] = {
-    "eve": {"lr": "3e-4", "test": "1.240 +- 0.046", "wall": "35.0 +- 0.6"},
-    **{name: {"lr": "1e-4", "test": _ADAM_TEST, "wall": _BASELINE_WALL}
-       for name in ("adam", "adamw", "nadam", "amsgrad", "adabelief")},
-    **{name: {"lr": "3e-4", "test": _ADAM_TEST, "wall": _BASELINE_WALL} for name in ("radam", "lookahead")},
-    "sgd_momentum": {"lr": "-", "test": "- (no figure)", "wall": _BASELINE_WALL},
-}
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``eve-search lora`` to ``parser``."""
     import eve_search.cli.args as types
@@ -133,39 +124,18 @@ def _loss(value: float | None, sd: float | None = None) -> str:
 def print_table(summary: dict[str, Any], label: str) -> None:
     """The per-method table: lr chosen on validation, its test loss and wall time; the paper's rule
     (lr chosen on test) and the paper's figures beside it."""
-    from rich.console import Console
-    from rich.table import Table
-
     s = summary["settings"]
-    table = Table(title=f"LoRA protocol: {label}, budget {s['budget']} units, {summary['runs_finished']}/"
-                        f"{summary['runs_requested']} runs finished (study {summary['study']})")
-    for column in ("optimizer", "lr (val)", "seeds", "val loss", "test loss", "wall s", "wall / EvE",
-                   "lr (test)", "test loss", "paper: lr", "test loss", "wall s"):
-        table.add_column(column, justify="left" if column == "optimizer" else "right")
-    for optimizer, info in summary["methods"].items():
-        val_lr, test_lr = info["lr_by_val"], info["lr_by_test"]
-        by_val = info["by_lr"].get(f"{val_lr:g}") if val_lr is not None else None
-        by_test = info["by_lr"].get(f"{test_lr:g}") if test_lr is not None else None
-        paper = PAPER_LORA.get(optimizer, {"lr": "-", "test": "-", "wall": "-"})
-        ratio = info.get("wall_over_eve")
-        several = by_val is not None and len(by_val["seeds"]) > 1
-        table.add_row(
-            optimizer, f"{val_lr:g}" if val_lr is not None else "-", str(len(by_val["seeds"])) if by_val else "0",
-            _loss(by_val["val"]) if by_val else "-",
-            _loss(by_val["test"], by_val["test_std"] if several else None) if by_val else "-",
-            (f"{by_val['wall_seconds']:.2f}" + (f" +- {by_val['wall_std']:.2f}" if several else "")) if by_val
-            else "-", f"{ratio:.2f}x" if ratio else "-",
-            f"{test_lr:g}" if test_lr is not None else "-", _loss(by_test["test"]) if by_test else "-",
-            paper["lr"], paper["test"], paper["wall"])
-    console = Console(width=None if Console().is_terminal else 220)
-    console.print(table)
-    ratios = summary["backward_ratios"]
-    console.print(f"Test loss: mean response-token cross-entropy on the test sample, of the adapter with the lowest "
-                  f"validation loss (checked every {s['eval_every']} units), mean +- std over seeds. lr (val): best "
-                  "mean validation loss over seeds (this package's rule); lr (test): the paper's rule. Wall s: time "
-                  f"inside training to spend the budget. Cost mode {s['cost_mode']}; backward/forward ratios: "
-                  + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None)
-                  + ". Paper: Qwen2.5-1.5B-Instruct on Alpaca, bfloat16, GPU.", highlight=False)
+    print_protocol_table(
+        summary, title=f"LoRA protocol: {label}, budget {s['budget']} units, {summary['runs_finished']}/"
+                       f"{summary['runs_requested']} runs finished (study {summary['study']})",
+        metric="loss", value=_loss, wall_column="wall s", paper_label="paper: lr", paper=PAPER_LORA, width=220,
+        wall=lambda by_val, several: f"{by_val['wall_seconds']:.2f}" + (
+            f" +- {by_val['wall_std']:.2f}" if several else ""),
+        note="Test loss: mean response-token cross-entropy on the test sample, of the adapter with the lowest "
+             f"validation loss (checked every {s['eval_every']} units), mean +- std over seeds. lr (val): best "
+             "mean validation loss over seeds (this package's rule); lr (test): the paper's rule. Wall s: time "
+             "inside training to spend the budget.",
+        tail=". Paper: Qwen2.5-1.5B-Instruct on Alpaca, bfloat16, GPU.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eve_search.cli.commands._protocol import print_protocol_table
 from eve_search.cli.args import MAX_MLP_PARAMETERS
 from eve_search.data._idx import FASHION_MNIST_DIR, VALIDATION_FRACTION, IdxError, load_idx_splits
 from eve_search.paper import PAPER_MNIST
@@ -134,38 +135,16 @@ def _pct(value: float | None, sd: float | None = None) -> str:
 
 
 def print_table(summary: dict[str, Any], label: str) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     s = summary["settings"]
-    table = Table(title=f"{label}: MLP {784}-{'-'.join([str(s['model']['width'])] * s['model']['depth'])}-10, "
-                        f"budget {s['budget']} units, {summary['runs_finished']}/{summary['runs_requested']} runs "
-                        f"finished (study {summary['study']})")
-    for column in ("optimizer", "lr (val)", "seeds", "val acc", "test acc", "wall s (budget)", "wall / EvE",
-                   "lr (test)", "test acc", "paper MNIST: lr", "test acc", "wall s"):
-        table.add_column(column, justify="left" if column == "optimizer" else "right")
-    for optimizer, info in summary["methods"].items():
-        val_lr, test_lr = info["lr_by_val"], info["lr_by_test"]
-        by_val = info["by_lr"].get(f"{val_lr:g}") if val_lr is not None else None
-        by_test = info["by_lr"].get(f"{test_lr:g}") if test_lr is not None else None
-        paper = PAPER_MNIST.get(optimizer, {"lr": "-", "test": "-", "wall": "-"})
-        ratio = info.get("wall_over_eve")
-        table.add_row(
-            optimizer, f"{val_lr:g}" if val_lr is not None else "-",
-            str(len(by_val["seeds"])) if by_val else "0",
-            _pct(by_val["val"]) if by_val else "-",
-            _pct(by_val["test"], by_val["test_std"] if len(by_val["seeds"]) > 1 else None) if by_val else "-",
-            f"{by_val['wall_seconds']:.1f}" if by_val else "-", f"{ratio:.2f}x" if ratio else "-",
-            f"{test_lr:g}" if test_lr is not None else "-", _pct(by_test["test"]) if by_test else "-",
-            paper["lr"], paper["test"], paper["wall"])
-    console = Console(width=None if Console().is_terminal else 200)
-    console.print(table)
-    ratios = summary["backward_ratios"]
-    console.print(f"Dataset: {label}. Test accuracy: of the weights with the lowest validation loss (checked every "
-                  f"{s['eval_every']} units). lr (val): best mean validation accuracy over seeds; lr (test): the "
-                  f"paper's rule. Wall s: time inside training to spend the budget, mean over seeds. Cost mode "
-                  f"{s['cost_mode']}; backward/forward ratios: "
-                  + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items() if v is not None), highlight=False)
+    print_protocol_table(
+        summary, title=f"{label}: MLP {784}-{'-'.join([str(s['model']['width'])] * s['model']['depth'])}-10, "
+                       f"budget {s['budget']} units, {summary['runs_finished']}/{summary['runs_requested']} runs "
+                       f"finished (study {summary['study']})",
+        metric="acc", value=_pct, wall=lambda by_val, several: f"{by_val['wall_seconds']:.1f}",
+        wall_column="wall s (budget)", paper_label="paper MNIST: lr", paper=PAPER_MNIST, width=200,
+        note=f"Dataset: {label}. Test accuracy: of the weights with the lowest validation loss (checked every "
+             f"{s['eval_every']} units). lr (val): best mean validation accuracy over seeds; lr (test): the "
+             "paper's rule. Wall s: time inside training to spend the budget, mean over seeds.")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -4,20 +4,16 @@ See :mod:`eve_search.experiments.audit._core` for the method; ``eve-search audit
 (:mod:`eve_search.cli.commands.audit`) and ``eve-search dashboard`` draws it (:mod:`eve_search.dashboard._audit`).
 """
 
-from eve_search.experiments.audit._core import (
+from eve_search.analysis.audit import (
     AUDIT_KIND,
     DEFAULT_BUDGETS,
-    AuditStore,
     audit_measures,
-    audit_name,
-    audit_report,
     budget_table,
     keeps_true_best,
-    prepare_audit,
-    run_audit,
     top1_regret,
     verdict,
 )
+from eve_search.experiments.audit._core import AuditStore, audit_name, audit_report, prepare_audit, run_audit
 
 __all__ = [
     "AUDIT_KIND",

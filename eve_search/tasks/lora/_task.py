@@ -41,7 +41,7 @@ from eve_search.tasks.lora._model import (
     small_qwen2,
 )
 from eve_search.tasks.lora._tokenizer import byte_tokenizer
-from eve_search.tasks import Config, Splits, Task
+from eve_search.tasks._task import Config, Splits, Task
 
 __all__ = [
     "IGNORE_INDEX",
