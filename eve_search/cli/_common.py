@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from eve_search.cli.args import DEFAULT_WORKDIR, UsageError
 
-__all__ = ["check_output_path", "check_outputs"]
+__all__ = ["JSON_SCHEMA_VERSION", "check_output_path", "check_outputs", "write_json"]
 
 
 def _command_label(args: argparse.Namespace) -> str:
@@ -139,3 +141,31 @@ def _import_plugins(args: argparse.Namespace) -> None:
             import_plugin(plugin)
         except PluginError as error:
             raise UsageError(f"eve-search {_command_label(args)}: argument --plugin: {error}") from None
+
+
+JSON_SCHEMA_VERSION = 1
+
+
+def write_json(path: Path, kind: str, document: Any, *, indent: int = 2) -> None:
+    """Write a command's ``--json`` document, headed by what it is and its layout's version.
+
+    Every ``--json`` file starts with ``"schema": "eve-search/<kind>"`` and ``"schema_version"``
+    (:data:`JSON_SCHEMA_VERSION`, raised whenever a key is renamed or removed; new keys do not raise
+    it). The kinds: ``sweep`` (adult, sweep), ``rank``, ``audit``, ``mnist``, ``lora``,
+    ``bench-throughput``, ``bench-synthetic``, ``bench-sweep``, ``bench-memory``, ``bench-matmul``,
+    ``dashboard``; each command's ``--help`` and the README say what its document holds. A document
+    that is not a mapping goes under ``"results"``. The path was checked writable before any work.
+
+    Example:
+        >>> import json, tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "out.json"
+        >>> write_json(path, "rank", {"seeds": [0, 1]})
+        >>> json.loads(path.read_text())
+        {'schema': 'eve-search/rank', 'schema_version': 1, 'seeds': [0, 1]}
+    """
+    import json
+
+    body = dict(document) if isinstance(document, Mapping) else {"results": document}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schema": f"eve-search/{kind}", "schema_version": JSON_SCHEMA_VERSION, **body},
+                               indent=indent, allow_nan=False if kind == "dashboard" else True))

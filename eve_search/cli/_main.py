@@ -7,7 +7,6 @@ code 2; nothing already computed is lost (sweeps resume from their store with ``
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from eve_search.cli._common import (  # noqa: F401 re-exported (old eve_search.c
     _storage_url,
     check_output_path,
     check_outputs,
+    write_json,
 )
 from eve_search.cli._plugins import reported as _reported_plugin_errors
 from eve_search.cli.args import UsageError, _Parser
@@ -217,8 +217,7 @@ def _bench_throughput(args: argparse.Namespace) -> int:
     console.print(f"EvE / Adam units per second: {report.eve_over_adam:.2f}; EvE's fallback fired on "
                   f"{report.eve_fallback_rate:.0%} of its iterations")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
-        args.json.write_text(json.dumps(report.as_dict(), indent=2))
+        write_json(args.json, "bench-throughput", report.as_dict())
     return 0
 
 
@@ -299,8 +298,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(results, storage)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(summary_json(results, storage), indent=2))
+        write_json(args.json, "sweep", summary_json(results, storage))
     return 0
 
 
@@ -351,8 +349,7 @@ def _rank(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_rank_tables(document)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(document, indent=2))
+        write_json(args.json, "rank", document)
     return 0
 
 

@@ -32,6 +32,7 @@ def test_a_user_task_runs_through_sha_store_and_json(tmp_path, capsys):
     out = tmp_path / "out.json"
     assert main([*TINY, "--optimizer", "eve,adam", "--workdir", str(tmp_path), "--json", str(out)]) == 0
     document = json.loads(out.read_text())
+    assert document["schema"] == "eve-search/sweep" and document["schema_version"] == 1
     assert document["task"] == "tiny" and document["space"] == "tiny" and document["metric"] == "accuracy"
     assert set(document["optimizers"]) == {"eve", "adam"}
     for sweep in document["optimizers"].values():

@@ -20,7 +20,9 @@ def test_writes_the_page_and_the_json(sweep_store, tmp_path, capsys):
     assert main(["dashboard", "--storage", url, "--out", str(out), "--json", str(exported)]) == 0
     page = out.read_text()
     assert page.startswith("<!DOCTYPE html>") and "adult-hp-eve-seed0" in page
-    assert json.loads(exported.read_text()) == dashboard_data(url)
+    exported_data = json.loads(exported.read_text())
+    assert (exported_data.pop("schema"), exported_data.pop("schema_version")) == ("eve-search/dashboard", 1)
+    assert exported_data == dashboard_data(url)
     assert "wrote" in capsys.readouterr().err
 
 

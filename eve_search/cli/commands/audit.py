@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 from eve_search.cli._plugins import reported
 from eve_search.analysis.audit import DEFAULT_BUDGETS, KEEP_RATE, REGRET_THRESHOLD
 from eve_search.experiments.audit._core import audit_report, prepare_audit, run_audit
+from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -215,6 +215,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _print_tables(document)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(document, indent=2))
+        write_json(args.json, "audit", document)
     return 0

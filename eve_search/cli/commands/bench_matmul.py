@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 import torch
 
 from eve_search.benchmarks import matmul as _bench
+from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -65,6 +65,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         torch.set_num_threads(original)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
-        args.json.write_text(json.dumps(results, indent=1))
+        write_json(args.json, "bench-matmul", results, indent=1)
     return 0

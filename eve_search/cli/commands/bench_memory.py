@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import torch
 
 from eve_search.benchmarks import memory as _bench
+from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -85,6 +85,5 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{r['model']} eve: Adam-fallback steps per population slot {r['fallback_steps_per_slot']}",
                           highlight=False)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"theory": _bench.THEORY, "results": results}, indent=2))
+        write_json(args.json, "bench-memory", {"theory": _bench.THEORY, "results": results})
     return 0

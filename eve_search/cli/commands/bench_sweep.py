@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 from pathlib import Path
 from typing import Any
 
 from eve_search.benchmarks import sweep as _bench
+from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -108,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
           "seconds add up the workers' time); plain_over_process: the plain in-process loop's seconds over the "
           "sweep process's (> 1: the sweep is faster)")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)  # checked writable before any work (cli.main)
-        args.json.write_text(json.dumps({"medians": medians, "runs": runs, "plain": plain,
-                                         "hogs": args.hogs, "jobs": args.jobs}, indent=2))
+        write_json(args.json, "bench-sweep", {"medians": medians, "runs": runs, "plain": plain, "hogs": args.hogs,
+                                              "jobs": args.jobs})
     return 0

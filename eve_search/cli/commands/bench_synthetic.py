@@ -8,7 +8,6 @@ win/tie/loss counts beside the paper's.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from eve_search.experiments.synthetic._suite import (
     run_key,
     run_suite,
 )
+from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -229,6 +229,5 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         _print_tables(document)
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(document, indent=2))
+        write_json(args.json, "bench-synthetic", document)
     return 0

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from eve_search.cli._common import _default_storage
+from eve_search.cli._common import JSON_SCHEMA_VERSION, _default_storage
 from eve_search.cli.args import DEFAULT_WORKDIR
 
 __all__ = ["DEFAULT_STORAGE", "configure_parser", "run"]
@@ -97,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         _write(out, render_page(data, title=args.title), "--out")
         print(f"wrote {out} ({data['sweeps']} sweeps, {data['studies']} studies)", file=sys.stderr)
     if args.json:
-        _write(args.json, json.dumps(data, indent=1, allow_nan=False), "--json")
+        _write(args.json, json.dumps({"schema": "eve-search/dashboard", "schema_version": JSON_SCHEMA_VERSION, **data},
+                                     indent=1, allow_nan=False), "--json")
         print(f"wrote {args.json}", file=sys.stderr)
     if not args.serve:
         return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from eve_search.cli.commands._protocol import print_protocol_table
 from eve_search.paper import PAPER_LORA
+from eve_search.cli._common import write_json
 
 __all__ = ["PAPER_LORA", "configure_parser", "run"]
 
@@ -196,5 +197,5 @@ def run(args: argparse.Namespace) -> int:
         print_table(summary, _describe(settings))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**summary, "paper_lora": PAPER_LORA, "runs": result.runs}, indent=2))
+        write_json(args.json, "lora", {**summary, "paper_lora": PAPER_LORA, "runs": result.runs})
     return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from eve_search.data._idx import FASHION_MNIST_DIR, VALIDATION_FRACTION, IdxErro
 from eve_search.paper import PAPER_MNIST
 from eve_search.tasks import Splits, check_batch_size, get_task
 from eve_search.tasks.mnist import MLP_CONFIG, mlp_weights
+from eve_search.cli._common import write_json
 
 __all__ = ["PAPER_MNIST", "configure_parser", "mlp_weights", "run"]
 
@@ -188,7 +188,6 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_table(summary, label)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**summary, "trained_now": result.trained, "wall_seconds": result.wall_seconds,
-                                         "paper_mnist": PAPER_MNIST, "runs": result.runs}, indent=2))
+        write_json(args.json, "mnist", {**summary, "trained_now": result.trained, "wall_seconds": result.wall_seconds,
+                                        "paper_mnist": PAPER_MNIST, "runs": result.runs})
     return 0
