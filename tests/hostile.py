@@ -39,3 +39,12 @@ def peak_memory(limit: int):
     finally:
         tracemalloc.stop()
     assert peak < limit, f"peak allocation {peak / MiB:.0f} MiB (limit {limit / MiB:.0f} MiB)"
+
+
+def one_line(capsys, *names: str) -> str:
+    """The CLI's stderr: exactly one line, no traceback, naming each of ``names``."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in err, err
+    return err

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eve_search.cli import main
-from tests.hostile import deadline, peak_memory
+from tests.hostile import deadline, one_line, peak_memory
 from eve_search.data import IDX_FILES, AdultDataError, IdxError, bundled_adult_dir, load_adult, read_idx
 from eve_search.data._adult import ADULT_SIZES
 from eve_search.data._idx import load_idx_splits, read_idx_dataset
@@ -96,17 +96,6 @@ def test_the_bomb_builder_makes_valid_gzip(tmp_path):
 
 
 # Helpers ----------------------------------------------------------------------------------------------
-
-
-
-
-def one_line(capsys, *names: str) -> str:
-    """The CLI's stderr: exactly one line, no traceback, naming each of ``names``."""
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for name in names:
-        assert name in err, err
-    return err
 
 
 def idx_bytes(array: np.ndarray, type_byte: int = 0x08) -> bytes:

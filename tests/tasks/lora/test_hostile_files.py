@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eve_search.cli import main
-from tests.hostile import deadline, peak_memory
+from tests.hostile import deadline, one_line, peak_memory
 from eve_search.data._instructions import (
     INSTRUCTIONS_MAX_BYTES,
     INSTRUCTIONS_MAX_RECORDS,
@@ -173,14 +173,6 @@ def test_a_path_that_is_not_a_data_file_is_one_line(tmp_path, make, fragment):
 def run_lora(tmp_path: Path, *options: str) -> int:
     return main(["lora", *options, "--optimizer", "adam", "--lrs", "1e-3", "--seeds", "0", "--budget", "2",
                  "--eval-every", "1", "--backward-ratio", "2", "--quiet", "--workdir", str(tmp_path / "w")])
-
-
-def one_line(capsys, *names: str) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for name in names:
-        assert name in err, err
-    return err
 
 
 @pytest.mark.parametrize("name", ["nested.json", "nested.jsonl", "latin1.jsonl", "output-number.jsonl", "empty.jsonl",
