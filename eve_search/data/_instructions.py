@@ -177,14 +177,29 @@ def _too_many(fail: Callable[[str], InstructionDataError]) -> InstructionDataErr
                 "loader's limit; use a subset)")
 
 
+def _accept(records: list[Record], value: object, where: Callable[[], str],
+            fail: Callable[[str], InstructionDataError]) -> None:
+    """Append one decoded record to ``records`` after the checks every record gets: the record count limit,
+    then :func:`_problem`. ``where`` says which record it is (``"record 3 (line 7)"``); it is called only
+    to build a message, so the line counting it may do costs nothing for a good file."""
+    if len(records) == INSTRUCTIONS_MAX_RECORDS:
+        raise _too_many(fail)
+    problem = _problem(value)
+    if problem is not None:
+        raise fail(f"{where()} {problem}")
+    records.append(value)  # type: ignore[arg-type]  # _problem checked it is a record
+
+
 def _json_lines(content: bytes, fail: Callable[[str], InstructionDataError]) -> list[Record]:
     records: list[Record] = []
     for number, line in enumerate(content.split(b"\n"), start=1):
         if not line.strip():
             continue
-        where = f"record {len(records)} (line {number})"
+        def where() -> str:
+            return f"record {len(records)} (line {number})"
+
         if len(line) > RECORD_MAX_BYTES:
-            raise fail(f"{where} is {len(line):,} bytes (expected at most {format_size(RECORD_MAX_BYTES)} per "
+            raise fail(f"{where()} is {len(line):,} bytes (expected at most {format_size(RECORD_MAX_BYTES)} per "
                        "record)")
         try:
             text = line.decode("utf-8")
@@ -198,12 +213,7 @@ def _json_lines(content: bytes, fail: Callable[[str], InstructionDataError]) -> 
                        f"expected {_EXPECTED})") from None
         except RecursionError:
             raise fail(f"line {number} nests JSON too deeply to parse (expected one flat record per line)") from None
-        if len(records) == INSTRUCTIONS_MAX_RECORDS:
-            raise _too_many(fail)
-        problem = _problem(value)
-        if problem is not None:
-            raise fail(f"{where} {problem}")
-        records.append(value)
+        _accept(records, value, where, fail)
     return records
 
 
@@ -236,12 +246,7 @@ def _json_list(text: str, fail: Callable[[str], InstructionDataError]) -> list[R
         # (a character is 1 to 4 bytes of UTF-8: only a long record is measured)
         if end - position > RECORD_MAX_BYTES // 4 and len(text[position:end].encode()) > RECORD_MAX_BYTES:
             raise fail(f"{where()} is longer than {format_size(RECORD_MAX_BYTES)} (expected at most that per record)")
-        if len(records) == INSTRUCTIONS_MAX_RECORDS:
-            raise _too_many(fail)
-        problem = _problem(value)
-        if problem is not None:
-            raise fail(f"{where()} {problem}")
-        records.append(value)
+        _accept(records, value, where, fail)
         position = end
         while position < len(text) and text[position] in _WHITESPACE:
             position += 1
