@@ -47,9 +47,9 @@ def test_a_min_mode_task_trains_its_metric_down_and_ranks_the_lower_value_first(
         assert after < 0.5 * before, (before, after)
         assert rank_order({0: before, 1: after}, get_task("line").mode) == [1, 0]
     finally:
-        from eve_search import tasks
+        from eve_search.tasks import _registry
 
-        del tasks._TASKS["line"]
+        del _registry._TASKS["line"]
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -68,3 +68,17 @@ def test_bad_tasks_are_named(kwargs, message, tiny_splits):
         get_task("zzz")
     with pytest.raises(ValueError, match="Invalid split: 'train2'"):
         tiny_splits.split("train2")
+
+
+@pytest.mark.parametrize(("name", "home"), [("_TASKS", "_registry"), ("_BUILT_INS", "_registry"), ("MODES", "_task")])
+def test_the_private_names_of_0_2_still_read_from_the_package_with_a_warning_naming_their_home(name, home):
+    import importlib
+
+    from eve_search import tasks
+
+    with pytest.warns(DeprecationWarning, match=rf"eve_search\.tasks\.{name} is deprecated .* import "
+                                                rf"eve_search\.tasks\.{home}\.{name} instead"):
+        value = getattr(tasks, name)
+    assert value is getattr(importlib.import_module(f"eve_search.tasks.{home}"), name)
+    with pytest.raises(AttributeError, match="no attribute 'NOT_A_NAME'"):
+        tasks.NOT_A_NAME  # noqa: B018
