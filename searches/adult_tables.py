@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eve_search.cli import seed_list
+from eve_search.cli.args import add_store_options
 from eve_search.dashboard import PAPER_ADULT_SWEEPS
 from eve_search.optim import optimizer_names
 from eve_search.cli._report import SweepProgress
@@ -42,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spaces", default="hp,arch")
     parser.add_argument("--optimizers", default=",".join(optimizer_names()))
     parser.add_argument("--seeds", type=seed_list, default=seed_list("0-4"))
-    parser.add_argument("--workdir", type=Path, default=Path("eve-search-runs"))
-    parser.add_argument("--storage", help="SQLAlchemy URL (default: sqlite:///<workdir>/results.db)")
+    add_store_options(parser, checkpoints=True)  # --storage and --workdir, with eve-search's own defaults
     parser.add_argument("--backward-ratio", type=float, help="pin the calibrated backward/forward ratio")
     parser.add_argument("--json", type=Path, help="write every sweep's summary here")
     args = parser.parse_args(argv)
