@@ -189,6 +189,10 @@ def minimize(
         meter: a :class:`~eve_search.optim.budget.CostMeter` to charge (default: a new measured one).
         callback: called after every iteration with (iteration, best value so far).
 
+    Returns:
+        A :class:`MinimizeResult`: the best point ``x`` and its value ``fun``, the units charged
+        (``cost``) and the iteration count.
+
     Example:
         >>> import torch
         >>> from eve_search import minimize

@@ -97,6 +97,20 @@ def register_optimizer(name: str, factory: Factory) -> None:
     ``factory(params, *, lr, weight_decay, meter, seed)`` returns an object with a charged
     ``step(closure)``, ``state_dict`` and ``load_state_dict`` (wrap a plain gradient optimizer in
     :class:`MeteredOptimizer`).
+
+    Args:
+        name: the registry key (non-empty, lower case), as ``--optimizer`` and :func:`make_optimizer` take it.
+        factory: builds the optimizer, as above.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.optim import MeteredOptimizer
+        >>> def plain_sgd(params, *, lr, weight_decay, meter, seed):
+        ...     return MeteredOptimizer(torch.optim.SGD(params, lr=lr, weight_decay=weight_decay), meter)
+        >>> register_optimizer("plain-sgd", plain_sgd)
+        >>> "plain-sgd" in optimizer_names()
+        True
+        >>> _ = _REGISTRY.pop("plain-sgd")  # this example leaves the registry as it found it
     """
     if not isinstance(name, str) or not name or name != name.strip().lower():
         raise ValueError(f"Invalid name: {name!r} (expected a non-empty lower-case string)")
@@ -106,13 +120,36 @@ def register_optimizer(name: str, factory: Factory) -> None:
 
 
 def optimizer_names() -> list[str]:
-    """Registered names, sorted."""
+    """Registered names, sorted.
+
+    Returns:
+        The names :func:`make_optimizer` accepts (the built-in ones: EvE and the baselines).
+
+    Example:
+        >>> {"adam", "eve", "sgd_momentum"} <= set(optimizer_names())
+        True
+    """
     return sorted(_REGISTRY)
 
 
 def make_optimizer(name: str, params: Iterable[torch.Tensor], *, lr: float, weight_decay: float = 0.0,
                    meter: CostMeter | None = None, seed: int = 0) -> TrainingOptimizer:
     """Build the optimizer registered as ``name`` for ``params``, charging ``meter``.
+
+    Args:
+        name: a name from :func:`optimizer_names`.
+        params: the parameters to train.
+        lr: the learning rate.
+        weight_decay: the weight decay (default 0).
+        meter: the :class:`~eve_search.optim.budget.CostMeter` every pass is charged to (None: the
+            factory's own).
+        seed: seeds the optimizer's own randomness (EvE's population).
+
+    Returns:
+        A :class:`TrainingOptimizer`: ``step(closure)``, ``state_dict``, ``load_state_dict``.
+
+    Raises:
+        ValueError: no optimizer has that name (the message lists those that do).
 
     Example:
         >>> import torch

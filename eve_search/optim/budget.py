@@ -79,6 +79,16 @@ class CostMeter:
             :meth:`robust_ratio`; calibration runs set it, training runs do not need it.
         synchronize: called before every clock reading so that asynchronous device work is not
             mistaken for free (``torch.cuda.synchronize`` on a GPU). ``None`` on the CPU.
+
+    Example:
+        >>> meter = CostMeter(10, mode="calibrated", backward_ratio=2.0)
+        >>> meter.charge_forward(4, 0.01)        # 4 scored points: 4 units
+        >>> meter.charge_backward(0.5)           # a backward pass: the frozen ratio, 2 units
+        >>> meter.cost, meter.exhausted
+        (6.0, False)
+        >>> meter.charge_forward(4, 0.01)
+        >>> meter.exhausted
+        True
     """
 
     def __init__(

@@ -48,7 +48,22 @@ def _number(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Float:
-    """A real parameter, uniform on [low, high] (``log=True``: uniform in log space, low > 0)."""
+    """A real parameter, uniform on [low, high] (``log=True``: uniform in log space, low > 0).
+
+    Args:
+        name: the configuration key.
+        low: the smallest value (finite; > 0 with ``log=True``).
+        high: the largest value (finite, > ``low``).
+        log: draw uniformly in log space, as for learning rates.
+
+    Example:
+        >>> import torch
+        >>> lr = Float("lr", 1e-4, 1e-1, log=True)
+        >>> 1e-4 <= lr.draw(torch.Generator().manual_seed(0)) <= 1e-1
+        True
+        >>> lr.describe()
+        'lr log-uniform [0.0001, 0.1]'
+    """
 
     name: str
     low: float
@@ -82,7 +97,20 @@ class Float:
 
 @dataclass(frozen=True)
 class Int:
-    """An integer parameter, uniform on {low, ..., high} (``log=True``: uniform in log space)."""
+    """An integer parameter, uniform on {low, ..., high} (``log=True``: uniform in log space).
+
+    Args:
+        name: the configuration key.
+        low: the smallest value (an int; >= 1 with ``log=True``).
+        high: the largest value (an int >= ``low``).
+        log: draw uniformly in log space.
+
+    Example:
+        >>> import torch
+        >>> depth = Int("depth", 1, 4)
+        >>> depth.draw(torch.Generator().manual_seed(0)) in {1, 2, 3, 4}
+        True
+    """
 
     name: str
     low: int
@@ -118,7 +146,17 @@ class Int:
 
 @dataclass(frozen=True)
 class Categorical:
-    """One of ``choices``, each equally likely."""
+    """One of ``choices``, each equally likely.
+
+    Args:
+        name: the configuration key.
+        choices: the values (at least one; any values an Optuna categorical accepts).
+
+    Example:
+        >>> import torch
+        >>> Categorical("width", (64, 256)).draw(torch.Generator().manual_seed(0)) in (64, 256)
+        True
+    """
 
     name: str
     choices: tuple[Any, ...]
@@ -145,7 +183,17 @@ class Categorical:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A constant: part of every configuration, drawn from nothing."""
+    """A constant: part of every configuration, drawn from nothing.
+
+    Args:
+        name: the configuration key.
+        value: the value every configuration gets.
+
+    Example:
+        >>> import torch
+        >>> Fixed("weight_decay", 1e-4).draw(torch.Generator())
+        0.0001
+    """
 
     name: str
     value: Any
@@ -177,6 +225,15 @@ class SearchSpace:
         name: registry key.
         parameters: the declared parameters (names unique).
         description: one line for ``--help`` and reports (default: made from the parameters).
+
+    Example:
+        >>> space = SearchSpace("demo", (Categorical("width", (16, 64)), Float("lr", 1e-4, 1e-1, log=True)))
+        >>> space.sample(2, seed=0) == space.sample(2, seed=0)
+        True
+        >>> sorted(space.sample(1)[0])
+        ['lr', 'width']
+        >>> space.description
+        'width in {16, 64}; lr log-uniform [0.0001, 0.1]'
     """
 
     name: str
@@ -221,17 +278,54 @@ _SPACES: dict[str, SearchSpace] = {}
 
 
 def register_space(space: SearchSpace) -> None:
-    """Add (or replace) a space under ``space.name``; user code can extend the registry."""
+    """Add (or replace) a space under ``space.name``; user code can extend the registry.
+
+    Args:
+        space: the space to register.
+
+    Raises:
+        TypeError: ``space`` is not a :class:`SearchSpace`.
+
+    Example:
+        >>> register_space(SearchSpace("demo-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+        >>> get_space("demo-lr").parameters[0].name
+        'lr'
+        >>> _ = _SPACES.pop("demo-lr")  # this example leaves the registry as it found it
+    """
     if not isinstance(space, SearchSpace):
         raise TypeError(f"Invalid space: {space!r} (expected a SearchSpace)")
     _SPACES[space.name] = space
 
 
 def space_names() -> list[str]:
+    """The names of every registered space, sorted.
+
+    Returns:
+        The names :func:`get_space` accepts.
+
+    Example:
+        >>> {"arch", "hp"} <= set(space_names())
+        True
+    """
     return sorted(_SPACES)
 
 
 def get_space(name: str) -> SearchSpace:
+    """The registered space called ``name``.
+
+    Args:
+        name: a name from :func:`space_names`.
+
+    Returns:
+        The :class:`SearchSpace`.
+
+    Raises:
+        ValueError: no space has that name (the message lists those that do).
+
+    Example:
+        >>> get_space("arch").name
+        'arch'
+    """
     try:
         return _SPACES[name]
     except KeyError:
