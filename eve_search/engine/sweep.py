@@ -48,6 +48,23 @@ class SweepSettings:
 
     ``backward_ratio`` pins the calibrated ratio for every model shape (reproducible across
     machines and runs); None measures it once per shape (the task's ``cost_key``) at the start.
+
+    Args:
+        space: a registered search space (:func:`~eve_search.tasks.spaces.space_names`).
+        optimizer: a registered optimizer (:func:`~eve_search.optim.optimizer_names`).
+        seed: the training seed (weights, batches, EvE's randomness).
+        config_seed: the seed the configurations are sampled from.
+        configs: how many configurations enter the first rung.
+        rungs: the rung budgets in evaluation units, increasing (default: the paper's).
+        fraction: the fraction of each rung promoted to the next.
+        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
+        backward_ratio: the pinned backward/forward ratio, or None (measured once per model shape).
+        task: a registered task (:func:`~eve_search.tasks.task_names`).
+
+    Example:
+        >>> settings = SweepSettings(space="arch", optimizer="eve", configs=8, rungs=(100, 300))
+        >>> settings.name
+        'adult-arch-eve-seed0'
     """
 
     space: str
@@ -337,7 +354,32 @@ class Sweep:
 def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,
                   data_dir: Path | None = None, task: Task | None = None) -> Sweep:
     """Load the task's data and open the sweep's store: everything that can fail on bad input, before
-    any training. ``task`` overrides the registry lookup of ``settings.task``."""
+    any training. ``task`` overrides the registry lookup of ``settings.task``.
+
+    Args:
+        settings: what the sweep is.
+        storage: an SQLAlchemy URL of the results store (not in-memory: workers and ``--resume`` reopen it).
+        checkpoint_dir: the folder under which the sweep keeps its trial checkpoints.
+        resume: continue (or just report) a sweep of the same name already in the store.
+        data_dir: passed to the task's data loader (None: its default data).
+        task: the task to train instead of the registered ``settings.task``.
+
+    Returns:
+        A :class:`Sweep`; ``sweep.run(progress)`` trains it and returns its :class:`SweepResult`.
+
+    Raises:
+        StoreError: the store cannot be opened, or holds a sweep of that name with other settings.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> settings = SweepSettings(space="hp", optimizer="eve", configs=4, rungs=(100, 300), backward_ratio=2.0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     sweep = prepare_sweep(settings, storage=f"sqlite:///{folder}/results.db",
+        ...                           checkpoint_dir=Path(folder) / "checkpoints")
+        ...     print(len(sweep.configs), sorted(sweep.configs[0]))
+        4 ['depth', 'lr', 'weight_decay', 'width']
+    """
     task = get_task(settings.task) if task is None else task
     data = task.data(data_dir)
     space = get_space(settings.space)
@@ -352,7 +394,17 @@ def run_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, re
     """Prepare and run (or resume, or just report) one sweep in this process.
 
     Args:
+        settings, storage, checkpoint_dir, resume, data_dir: as for :func:`prepare_sweep`.
         progress: called as (phase, rung number, trials done in the rung, trials in the rung, best so far).
+
+    Returns:
+        The :class:`SweepResult`: the best score found, the winner, each rung, the time and units spent.
+
+    Example (trains: several seconds, so not run as a doctest; tests/engine runs sweeps):
+        >>> settings = SweepSettings(space="hp", optimizer="eve", backward_ratio=2.0)
+        >>> result = run_sweep(settings, storage="sqlite:///runs/results.db",  # doctest: +SKIP
+        ...                    checkpoint_dir=Path("runs/checkpoints"))
+        >>> result.best["score"], result.winner["config"]  # doctest: +SKIP
     """
     return prepare_sweep(settings, storage=storage, checkpoint_dir=checkpoint_dir, resume=resume,
                          data_dir=data_dir).run(progress)
