@@ -64,6 +64,15 @@ def top1_regret(proxy: Scores, truth: Scores, mode: str = "max", scale: float = 
     configuration index); only configurations both scorings hold count. A pick whose truth score is
     NaN (diverged) counts as the worst finite truth score. ``scale`` converts units (100: points).
 
+    Args:
+        proxy: the cheap trainer's scores by configuration index.
+        truth: the reference scores (the full-budget trainer's).
+        mode: ``"max"`` or ``"min"``: which way is better.
+        scale: multiplies the regret (100 turns accuracy into points).
+
+    Returns:
+        The regret (>= 0), or NaN when the two scorings share no configuration.
+
     >>> round(top1_regret({0: 0.9, 1: 0.5}, {0: 0.80, 1: 0.86}, scale=100), 6)
     6.0
     """
@@ -81,6 +90,15 @@ def top1_regret(proxy: Scores, truth: Scores, mode: str = "max", scale: float = 
 def keeps_true_best(proxy: Scores, truth: Scores, fraction: float = PROMOTED_FRACTION, mode: str = "max") -> bool:
     """Whether the truth's best configuration is among the proxy's top ``fraction`` (successive
     halving's promotion: ceil(n * fraction), the same tie-break).
+
+    Args:
+        proxy: the cheap trainer's scores by configuration index.
+        truth: the reference scores.
+        fraction: the promoted fraction (default: one third).
+        mode: ``"max"`` or ``"min"``.
+
+    Returns:
+        True when the truth's best is kept (False when the scorings share no configuration).
 
     >>> keeps_true_best({0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.1, 1: 0.2, 2: 0.9})
     False
@@ -131,6 +149,24 @@ def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds
 
     ``proxy[s]`` and ``truth[t]`` are ``{config_index: score}``, compared for each pair (s, t)
     (default: the same seed); means over pairs with bootstrap intervals over configurations.
+
+    Args:
+        proxy, truth: per seed, scores by configuration index.
+        seeds: the seeds compared (each with itself unless ``pairs`` is given).
+        pairs: (proxy seed, truth seed) pairs instead.
+        fraction, mode, scale: as for :func:`keeps_true_best` and :func:`top1_regret`.
+        resamples, level, seed: the bootstrap's (see :func:`eve_search.analysis.ranking.agreement`).
+
+    Returns:
+        ``{"tau": ..., "regret": ..., "keep": ...}``: tau-b's and the regret's means, per-seed values
+        and intervals, and ``keep["rate"]``, the share of pairs that keep the true best.
+
+    Example:
+        >>> proxy = {0: {0: 0.9, 1: 0.5, 2: 0.7}, 1: {0: 0.8, 1: 0.6, 2: 0.7}}
+        >>> truth = {0: {0: 0.8, 1: 0.6, 2: 0.7}, 1: {0: 0.85, 1: 0.5, 2: 0.7}}
+        >>> table = budget_table(proxy, truth, seeds=[0, 1], resamples=100)
+        >>> table["tau"]["mean"], table["regret"]["mean"], table["keep"]["rate"]
+        (1.0, 0.0, 1.0)
     """
     pairs = [(s, s) for s in seeds] if pairs is None else list(pairs)
     tau = agreement(proxy, truth, pairs, resamples=resamples, level=level, seed=seed)
@@ -154,6 +190,15 @@ def verdict(rows: Mapping[int, Mapping[str, Any]], *, keep_rate: float = KEEP_RA
 
     ``rows[budget]`` holds ``"keep"``, ``"regret"`` (as :func:`budget_table` gives them) and
     ``"wall_seconds"`` (``{"mean": ...}``).
+
+    Args:
+        rows: per budget, the measures above.
+        keep_rate: the share of seeds that must keep the true best.
+        regret_threshold: the mean top-1 regret a budget must stay under.
+
+    Returns:
+        ``keeps_best``, ``regret_under`` and ``both``: each the cheapest qualifying budget and its
+        mean wall seconds, or None; and the two thresholds used.
 
     >>> rows = {30: {"keep": {"rate": 0.6}, "regret": {"mean": 0.5}, "wall_seconds": {"mean": 2.0}},
     ...         100: {"keep": {"rate": 0.8}, "regret": {"mean": 0.3}, "wall_seconds": {"mean": 6.0}},
@@ -192,6 +237,20 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
     ``details[(trainer, seed)][config_index][budget]`` holds what a grid point recorded (``score``,
     ``wall_seconds``, ``charged_units``, optionally ``test``); every trainer and seed must hold every
     budget of every configuration.
+
+    Args:
+        details: what every grid point recorded, as above.
+        seeds: the training seeds.
+        proxies: the cheap trainers audited.
+        truth: the reference trainer.
+        budgets: the proxy budgets audited.
+        mode, scale, fraction: as for :func:`budget_table`.
+        keep_rate, regret_threshold: as for :func:`verdict`.
+        resamples: bootstrap resamples.
+
+    Returns:
+        A JSON-ready dict: per proxy and budget the :func:`budget_table` measures and cost, the
+        verdicts, the truth's best per seed and the truth against itself under the next seed.
     """
     budgets = list(budgets)
     seeds = list(seeds)

@@ -49,7 +49,20 @@ def _common(a: Scores, b: Scores) -> list[int]:
 
 
 def kendall_tau_b(a: Scores, b: Scores) -> float:
-    """Tau-b between two scorings over the configurations both contain (NaN if fewer than 2)."""
+    """Tau-b between two scorings over the configurations both contain (NaN if fewer than 2).
+
+    Args:
+        a, b: scores by configuration index (e.g. validation accuracy at one rung).
+
+    Returns:
+        Kendall's tau-b in [-1, 1] (ties counted as tau-b does), or NaN.
+
+    Example:
+        >>> kendall_tau_b({0: 0.1, 1: 0.5, 2: 0.3}, {0: 0.2, 1: 0.9, 2: 0.4})
+        1.0
+        >>> round(kendall_tau_b({0: 0.1, 1: 0.5, 2: 0.3}, {0: 0.2, 1: 0.3, 2: 0.4, 7: 1.0}), 3)
+        0.333
+    """
     keys = _common(a, b)
     if len(keys) < 2:
         return math.nan
@@ -70,7 +83,18 @@ def _tau_b_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def top_config(scores: Scores) -> int:
-    """The best-scored configuration, by the SHA promotion tie-break (ties: the lower index)."""
+    """The best-scored configuration, by the SHA promotion tie-break (ties: the lower index).
+
+    Args:
+        scores: scores by configuration index (higher is better).
+
+    Returns:
+        The index of the best configuration.
+
+    Example:
+        >>> top_config({3: 0.8, 1: 0.8, 2: 0.5})
+        1
+    """
     return rank_order(dict(sorted(scores.items())))[0]
 
 
@@ -78,6 +102,17 @@ def top_config_rank(scores: Scores, reference: Scores) -> int:
     """Rank (1 = best) under ``reference`` of the configuration ``scores`` puts first.
 
     Competition ranking: 1 + how many configurations the reference scores strictly higher.
+
+    Args:
+        scores: the method's scores by configuration index.
+        reference: the reference's scores (it must score the method's top configuration).
+
+    Returns:
+        The rank, from 1.
+
+    Example:
+        >>> top_config_rank({0: 0.9, 1: 0.5, 2: 0.1}, {0: 0.7, 1: 0.8, 2: 0.9})
+        3
     """
     chosen = reference[top_config(scores)]
     return 1 + sum(value > chosen for value in reference.values())
@@ -88,6 +123,16 @@ def final_ordering(rungs: Mapping[float, Scores]) -> dict[int, float]:
 
     A configuration that reached a later rung ranks above every one stopped earlier; within a
     rung, by its accuracy there. Encoded as rung number + accuracy (accuracies lie in [0, 1]).
+
+    Args:
+        rungs: per rung budget, the scores of the configurations that reached it.
+
+    Returns:
+        One score per configuration, higher for the configurations SHA kept longer.
+
+    Example:
+        >>> final_ordering({100: {0: 0.7, 1: 0.8, 2: 0.6}, 300: {1: 0.5}})
+        {0: 0.7, 1: 1.5, 2: 0.6}
     """
     ordered: dict[int, float] = {}
     for number, budget in enumerate(sorted(rungs)):
@@ -98,7 +143,16 @@ def final_ordering(rungs: Mapping[float, Scores]) -> dict[int, float]:
 
 @dataclass
 class Agreement:
-    """Tau-b of one comparison over paired seeds, with a bootstrap interval of the mean."""
+    """Tau-b of one comparison over paired seeds, with a bootstrap interval of the mean (made by
+    :func:`agreement`).
+
+    Args:
+        taus: tau-b of each seed pair (NaN where a pair shares fewer than two configurations).
+        pairs: the (method seed, reference seed) pairs.
+        configurations: how many configurations each pair shares.
+        interval: the bootstrap interval of the mean tau-b.
+        top_ranks: per pair, the reference's rank of the method's top configuration.
+    """
 
     taus: list[float]
     pairs: list[tuple[int, int]]
@@ -134,6 +188,27 @@ def agreement(method: Mapping[int, Scores], reference: Mapping[int, Scores], pai
 
     ``top_ranks`` holds, per pair, the rank under the reference of the method's top configuration
     (None when the two share no configuration, which can happen at late rungs).
+
+    Args:
+        method: per training seed, the method's scores by configuration index.
+        reference: per training seed, the reference's scores.
+        pairs: the (method seed, reference seed) pairs to compare.
+        resamples: bootstrap resamples.
+        level: the interval's coverage.
+        seed: the bootstrap's random seed.
+
+    Returns:
+        An :class:`Agreement` (``mean``, ``std``, ``interval``, ``taus``, ``top_ranks``).
+
+    Raises:
+        ValueError: ``pairs`` is empty.
+
+    Example:
+        >>> eve = {0: {0: 0.1, 1: 0.5, 2: 0.3, 3: 0.9}, 1: {0: 0.2, 1: 0.4, 2: 0.35, 3: 0.8}}
+        >>> adam = {0: {0: 0.15, 1: 0.45, 2: 0.5, 3: 0.85}, 1: {0: 0.1, 1: 0.6, 2: 0.3, 3: 0.7}}
+        >>> result = agreement(eve, adam, [(0, 0), (1, 1)], resamples=200)
+        >>> [round(t, 3) for t in result.taus], result.top_ranks
+        ([0.667, 1.0], [1, 1])
     """
     if not pairs:
         raise ValueError("Invalid pairs: [] (expected at least one (method seed, reference seed) pair)")
@@ -164,7 +239,25 @@ def agreement(method: Mapping[int, Scores], reference: Mapping[int, Scores], pai
 
 
 def verdict(candidate: Agreement, self_agreement: Agreement, name: str, reference: str) -> str:
-    """One sentence comparing a method's agreement with the reference to the reference's own."""
+    """One sentence comparing a method's agreement with the reference to the reference's own.
+
+    Args:
+        candidate: the method's agreement with the reference (:func:`agreement`).
+        self_agreement: the reference's agreement with itself under other training seeds.
+        name, reference: the two methods' names, as the sentence writes them.
+
+    Returns:
+        The sentence: "less well than", "about as well as" or "better than", from whether the two
+        bootstrap intervals overlap.
+
+    Example:
+        >>> eve = {0: {0: 0.1, 1: 0.5, 2: 0.3, 3: 0.9}, 1: {0: 0.2, 1: 0.4, 2: 0.35, 3: 0.8}}
+        >>> adam = {0: {0: 0.15, 1: 0.45, 2: 0.5, 3: 0.85}, 1: {0: 0.1, 1: 0.6, 2: 0.3, 3: 0.7}}
+        >>> text = verdict(agreement(eve, adam, [(0, 0), (1, 1)], resamples=200),
+        ...                agreement(adam, adam, [(0, 1), (1, 0)], resamples=200), "EvE", "Adam")
+        >>> text.split(" (")[0]
+        "EvE's ranking agrees with Adam's about as well as Adam agrees with itself under another training seed"
+    """
     low, high = self_agreement.interval
     if candidate.interval[1] < low:
         relation = "less well than"
