@@ -116,6 +116,23 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
 
     Raises:
         The first exception an objective raised that is not in ``catch``, once the running trials finished.
+
+    Example:
+        >>> import optuna
+        >>> from eve_search.integrations.optuna import SynchronousSHAPruner, optimize_in_cohorts
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> def objective(trial):
+        ...     x = trial.suggest_float("x", 0.0, 1.0)
+        ...     for step in range(1, 10):
+        ...         trial.report(x * step, step)
+        ...         if trial.should_prune():
+        ...             raise optuna.TrialPruned()
+        ...     return x
+        >>> study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0),
+        ...                             pruner=SynchronousSHAPruner(cohort_size=3))
+        >>> optimize_in_cohorts(study, objective, n_trials=3)
+        >>> sorted(trial.state.name for trial in study.trials)  # rung 1 keeps the best third
+        ['COMPLETE', 'PRUNED', 'PRUNED']
     """
     pruner = study.pruner
     if not isinstance(pruner, SynchronousSHAPruner):

@@ -83,6 +83,17 @@ def worker_storage(url: str, *, heartbeat_interval: int = 2, grace_period: int |
         heartbeat_interval: seconds between heartbeats of a claimed trial.
         grace_period: seconds without a heartbeat after which a trial is stale (default 4 intervals).
         max_retry: times one configuration is re-queued after its worker died (None: no limit).
+
+    Returns:
+        An ``optuna.storages.RDBStorage`` to pass to ``create_study`` and :func:`run_sha`.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     storage = worker_storage(f"sqlite:///{folder}/sha.db")
+        ...     print(storage.heartbeat_interval, storage.grace_period)
+        ...     storage.remove_session()
+        2 8
     """
     for name, value in (("heartbeat_interval", heartbeat_interval), ("grace_period", grace_period)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

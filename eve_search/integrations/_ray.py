@@ -208,6 +208,13 @@ class SynchronousSHAScheduler(FIFOScheduler):
         reduction_factor: the growth of the rungs and the inverse of the promoted share (default 3).
         max_t: the last rung, in steps (default 100, as ASHA's).
         cohort_size: the number of trials in a cohort (default: every trial of the run).
+
+    Example (needs Ray and starts a local Ray instance, so not run as a doctest):
+        >>> from ray import tune  # doctest: +SKIP
+        >>> scheduler = SynchronousSHAScheduler(grace_period=1, reduction_factor=3, max_t=27)  # doctest: +SKIP
+        >>> tuner = tune.Tuner(train_fn, tune_config=tune.TuneConfig(  # doctest: +SKIP
+        ...     metric="accuracy", mode="max", num_samples=27, scheduler=scheduler))
+        >>> results = tuner.fit()  # doctest: +SKIP
     """
 
     _supports_buffered_results = False
