@@ -76,6 +76,39 @@ class _Turn:
             self.held = True
 
 
+class _Gate:
+    """Whether new trials may start: it closes for good once an objective error, ``study.stop()`` or the
+    timeout is seen, and no trial is asked after that.
+
+    The launcher holds ``lock`` from its last look at the gate until the trial it starts has been asked,
+    and :meth:`close` takes the same lock, so a trial is asked either before the gate closed or not at
+    all: a trial that raises closes the gate before its error reaches Optuna, so only the trials already
+    asked by then run on.
+    """
+
+    _PRECEDENCE = ("error", "timeout", "stopped")  # the reason recorded when several were seen
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._seen: set[str] = set()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._seen)
+
+    @property
+    def reason(self) -> str | None:
+        return next((reason for reason in self._PRECEDENCE if reason in self._seen), None)
+
+    def close(self, reason: str) -> None:
+        with self.lock:
+            self._seen.add(reason)
+
+    def close_locked(self, reason: str) -> None:
+        """:meth:`close` for a caller that already holds ``lock``."""
+        self._seen.add(reason)
+
+
 def _check_count(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1, or None)")
@@ -99,7 +132,9 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     the objective or a callback), the cohort in progress is closed with the trials it has: its rungs
     are decided among them, recorded as partial in the study's user attributes, with a
     :class:`~eve_search.integrations.optuna.PartialRungWarning`. Running trials always finish (as in
-    ``study.optimize``, ``timeout`` stops new trials only).
+    ``study.optimize``, ``timeout`` stops new trials only). An objective error not in ``catch`` also
+    stops new trials, at once: no trial is asked after an objective raised it (the trials asked before
+    finish), and it is re-raised once they finished.
 
     Every waiting trial keeps its objective's state (the model, on the GPU too) in memory until its
     rung is decided: up to ``cohort_size`` models at once. Run it from one process per study.
@@ -149,7 +184,7 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     pruner._size(study)  # a missing cohort size is reported before any trial starts
 
     turns = _Turns(n_jobs)
-    stop = threading.Event()
+    gate = _Gate()
     errors: list[BaseException] = []
     threads: list[threading.Thread] = []
     started = time.monotonic()
@@ -158,46 +193,67 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
         return timeout is not None and time.monotonic() - started >= timeout
 
     def give_up() -> bool:
-        return stop.is_set() or bool(errors) or expired()
+        return gate.closed or expired()
 
     def ended(study_: optuna.Study, trial: FrozenTrial) -> None:
         for callback in user_callbacks:
             callback(study_, trial)
         if getattr(study_, "_stop_flag", False):  # study.stop() in the objective or a callback
-            stop.set()
+            gate.close("stopped")
 
     def work(turn: _Turn, asked: threading.Event) -> None:
         _THREAD.slot = turn
 
         def run(trial: optuna.Trial) -> Any:
             asked.set()  # its number is taken: the next trial may be asked
-            return objective(trial)
+            try:
+                return objective(trial)
+            except BaseException as error:
+                if not isinstance(error, (optuna.TrialPruned, *catch)):
+                    gate.close("error")  # before Optuna records it: no trial is asked from now on
+                raise
 
         try:
             study.optimize(run, n_trials=1, catch=catch, callbacks=[ended], gc_after_trial=gc_after_trial)
         except BaseException as error:  # noqa: BLE001 - re-raised by the launcher once the others finished
+            gate.close("error")  # also an error of Optuna's own, outside the objective
             errors.append(error)
         finally:
             turn.release()
             _THREAD.slot = None
             asked.set()
 
-    launched = 0
-    reason = "n_trials"
-    try:
-        while n_trials is None or launched < n_trials:
-            if give_up():
-                reason = "error" if errors else "timeout" if expired() else "stopped"
-                break
-            if not turns.acquire(launched, give_up):
-                continue
+    def launch(number: int) -> bool:
+        """Start trial ``number`` on the turn just acquired, unless the gate closed meanwhile."""
+        with gate.lock:  # held until the trial is asked: the gate cannot close in between
+            if expired():
+                gate.close_locked("timeout")
+            if gate.closed:
+                turns.release()
+                return False
             asked = threading.Event()
-            thread = threading.Thread(target=work, args=(_Turn(turns, launched), asked), daemon=True,
-                                      name=f"eve-search-cohort-trial-{launched}")
+            thread = threading.Thread(target=work, args=(_Turn(turns, number), asked), daemon=True,
+                                      name=f"eve-search-cohort-trial-{number}")
             thread.start()
             threads.append(thread)
             while not asked.wait(0.1):  # trial numbers in launch order: consecutive within a cohort
                 pass
+        return True
+
+    launched = 0
+    reason = "n_trials"
+    try:
+        while n_trials is None or launched < n_trials:
+            if expired():
+                gate.close("timeout")
+            if gate.closed:
+                reason = gate.reason or reason
+                break
+            if not turns.acquire(launched, give_up):
+                continue  # the gate closed or the time ran out while waiting for a turn: seen above
+            if not launch(launched):
+                reason = gate.reason or reason
+                break
             launched += 1
     finally:
         if launched:

@@ -669,44 +669,66 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     Returns:
         the sweep's :class:`~eve_search.engine.sweep.SweepResult`.
     """
-    from eve_search.engine.sha import RungReport
     from eve_search.engine.trial import warm_up
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"Invalid workers: {workers!r} (expected an int >= 1)")
-    settings = sweep.settings
     store = sweep.store
-    warm_up(settings.optimizer)
+    warm_up(sweep.settings.optimizer)
     started = time.perf_counter()
     elapsed_before = float(store.get("wall_seconds", 0.0))
     if progress is not None:
         progress("calibrating", 0, 0, 0, None)
     sweep.calibrate()
     total_threads = torch.get_num_threads()
-    per_worker = threads or max(1, total_threads // workers)
-    job = _WorkerJob(settings=settings, task=sweep.task, data=sweep.data, url=store.url,
+    job = _worker_job(sweep, threads or max(1, total_threads // workers), heartbeat_interval=heartbeat_interval,
+                      grace_period=grace_period, poll_interval=poll_interval, many=workers > 1)
+    worker, _ = _open_worker(job, sweep)
+    _release_unclaimed(sweep, worker.storage, worker.study)
+    before = _recorded_rungs(store)
+    _run_workers(worker, job, workers, len(sweep.configs), progress, total_threads)
+    reports = _rung_reports(worker.view().ledger)
+    winner = store.get("winner")
+    if winner is None:
+        winner = _record_winner(sweep, reports, lambda: elapsed_before + time.perf_counter() - started)
+    return sweep.result(reports, winner, trained=_recorded_rungs(store) - before)
+
+
+def _worker_job(sweep: Any, threads: int, *, heartbeat_interval: int, grace_period: int | None,
+                poll_interval: float, many: bool) -> _WorkerJob:
+    """What every worker gets (worker 0's, at offset 0); with ``many`` workers the task must pickle."""
+    store = sweep.store
+    job = _WorkerJob(settings=sweep.settings, task=sweep.task, data=sweep.data, url=store.url,
                      checkpoint_root=store.checkpoint_dir.parent, heartbeat_interval=heartbeat_interval,
-                     grace_period=grace_period, poll_interval=poll_interval, threads=per_worker, offset=0)
-    if workers > 1:
+                     grace_period=grace_period, poll_interval=poll_interval, threads=threads, offset=0)
+    if many:
         try:
             pickle.dumps(sweep.task)  # travels without its data
         except Exception as error:  # noqa: BLE001 pickle raises several kinds
             raise ValueError(f"Invalid task: {sweep.task.name!r} cannot be sent to worker processes ({error}); define "
                              "its functions at module level in an importable module (a --plugin module), or use "
                              "--workers 1") from None
-    worker, _ = _open_worker(job, sweep)
-    _release_unclaimed(sweep, worker.storage, worker.study)
-    before = sum(len(r) for r in store.rung_details().values())
+    return job
+
+
+def _recorded_rungs(store: Any) -> int:
+    """How many (configuration, rung) results the store holds."""
+    return sum(len(r) for r in store.rung_details().values())
+
+
+def _run_workers(worker: ShaWorker, job: _WorkerJob, workers: int, configs: int,
+                 progress: Callable[..., None] | None, total_threads: int) -> None:
+    """Start ``workers - 1`` worker processes, run worker 0 here until every trial has ended, then stop them."""
     context = multiprocessing.get_context("spawn")
     children = []
     with child_environment():  # spawned children load PyTorch at start: their OpenMP policy is set now
         for k in range(1, workers):
             child = context.Process(target=_worker_process, name=f"eve-search-worker-{k}",
-                                    args=(_WorkerJob(**{**job.__dict__, "offset": k * len(sweep.configs) // workers}),))
+                                    args=(_WorkerJob(**{**job.__dict__, "offset": k * configs // workers}),))
             child.start()
             children.append(child)
     worker.progress = progress
-    torch.set_num_threads(per_worker)
+    torch.set_num_threads(job.threads)
     try:
         worker.run(offset=0)
     finally:
@@ -718,22 +740,30 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
             if child.is_alive():
                 child.terminate()
                 child.join(timeout=30)
-    view = worker.view()
-    ledger = view.ledger
+
+
+def _rung_reports(ledger: RungLedger) -> list[Any]:
+    """The decided rungs as the in-process engine reports them."""
+    from eve_search.engine.sha import RungReport
+
     reports = []
     for decision in ledger.decisions():
         cohort = ledger.cohort(decision.rung)
         scores = ledger.scores(decision.rung)
         reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
                                   promoted=list(decision.promoted)))
-    winner = store.get("winner")
-    if winner is None:
-        final = reports[-1]
-        index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
-        trial = sweep.make_trial(index)
-        trial.load(store.checkpoint_path(index))
-        winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
-        store.set("winner", winner)
-        store.set("wall_seconds", elapsed_before + time.perf_counter() - started)
-    trained = sum(len(r) for r in store.rung_details().values()) - before
-    return sweep.result(reports, winner, trained=trained)
+    return reports
+
+
+def _record_winner(sweep: Any, reports: list[Any], elapsed: Callable[[], float]) -> dict[str, Any]:
+    """The best configuration of the last rung, its test metrics measured from its checkpoint, stored with
+    the sweep's wall time (``elapsed()`` seconds)."""
+    store = sweep.store
+    final = reports[-1]
+    index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
+    trial = sweep.make_trial(index)
+    trial.load(store.checkpoint_path(index))
+    winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+    store.set("winner", winner)
+    store.set("wall_seconds", elapsed())
+    return winner

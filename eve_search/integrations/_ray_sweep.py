@@ -32,6 +32,10 @@ from eve_search.integrations._ray import (
 from eve_search.engine.ledger import RungLedger, rank_order
 from eve_search.engine.sha import RungReport
 
+require("ray.tune", "ray")
+
+from ray.tune import Callback
+
 if TYPE_CHECKING:
     from eve_search.engine.sweep import Sweep, SweepResult
 
@@ -60,130 +64,155 @@ class _Reported:
         return dict(self._test)
 
 
-_LIVE: dict[str, Any] = {}  # recorders of this process, by sweep: what a restored Tuner's pickled callback becomes
+_LIVE: dict[str, _SweepRecorder] = {}  # recorders of this process, by sweep: what a restored Tuner's pickled callback becomes
 
 
 def _live_recorder(token: str) -> Any:
     """Unpickling a recorder gives this process's live one for the same sweep (``Tuner.restore``
     unpickles the callbacks it saved at the start), or an inert callback."""
-    tune = require("ray.tune", "ray")
-    return _LIVE.get(token) or tune.Callback()
+    return _LIVE.get(token) or Callback()
 
 
-def _recorder(tune: Any, sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
-              on_record: Callable[[], None]) -> Any:
-    """A Tune callback (driver side) that writes each decided rung into the sweep's store."""
-    store = sweep.store
+class _SweepRecorder(Callback):
+    """A Tune callback (driver side) that writes each decided rung into the sweep's store.
 
-    class SweepRecorder(tune.Callback):
-        """Reads the scheduler's decisions from the state it saves beside Tune's experiment state
-        (before Tune calls the callbacks), so it works with the scheduler of a restored run too."""
+    It reads the scheduler's decisions from the state the scheduler saves beside Tune's experiment state
+    (before Tune calls the callbacks), so it works with the scheduler of a restored run too. Tune pickles
+    its callbacks with the experiment: unpickled, a recorder is this process's live one of the same sweep
+    (:func:`_live_recorder`).
 
-        def __init__(self) -> None:
-            self.token = store.sweep_id
-            self.results: dict[tuple[int, int], dict[str, Any]] = {}
-            self.index: dict[str, int] = {}
-            self.flushed: set[int] = set()
-            self.recorded = {(index, budget) for index, rungs in store.rung_details().items() for budget in rungs}
-            self.trained = 0
-            self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eve-sweep-store")
-            self.writes: list[Future] = []
-            self.done = [0 for _ in rungs]
-            self.best: float | None = None
-            self.sign = 1.0 if sweep.task.mode == "max" else -1.0
-            self.state_path: Path | None = None
-            self.ledger: RungLedger | None = None
+    Args:
+        sweep: the prepared sweep whose store the rungs are written into.
+        rungs: the sweep's rung budgets.
+        progress: called as (phase, rung number, trials done in the rung, trials in the rung, best).
+        on_record: called after each row is written to the store.
+    """
 
-        def __reduce__(self) -> tuple[Any, tuple[str]]:
-            return (_live_recorder, (self.token,))
+    def __init__(self, sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
+                 on_record: Callable[[], None]) -> None:
+        self._sweep = sweep
+        self._store = sweep.store
+        self._rungs = rungs
+        self._progress = progress
+        self._on_record = on_record
+        self.token = self._store.sweep_id
+        self.results: dict[tuple[int, int], dict[str, Any]] = {}
+        self.index: dict[str, int] = {}
+        self.flushed: set[int] = set()
+        self.recorded = {(index, budget) for index, done in self._store.rung_details().items() for budget in done}
+        self.trained = 0
+        self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eve-sweep-store")
+        self.writes: list[Future] = []
+        self.done = [0 for _ in rungs]
+        self.best: float | None = None
+        self.sign = 1.0 if sweep.task.mode == "max" else -1.0
+        self.state_path: Path | None = None
+        self.ledger: RungLedger | None = None
 
-        def read_ledger(self) -> RungLedger | None:
-            if self.state_path is None or not self.state_path.exists():
-                return self.ledger
-            state = json.loads(self.state_path.read_text())
-            ledger = RungLedger(rungs, sweep.settings.fraction, sweep.task.mode)
-            ledger.load_state_dict(state["ledger"])
-            self.ledger = ledger
-            return ledger
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (_live_recorder, (self.token,))
 
-        def _seen(self, trial: Any, result: dict[str, Any]) -> None:
-            self.state_path = Path(trial.storage.experiment_driver_staging_path) / STATE_FILE
-            index = int(trial.config[INDEX_KEY])
-            self.index[trial.trial_id] = index
-            ledger = self.read_ledger()
-            budget = result.get("budget")
-            if budget in rungs and (index, int(budget)) not in self.results:
-                budget = int(budget)
-                self.results[(index, budget)] = result
-                rung = rungs.index(budget)
-                self.done[rung] += 1
-                score = float(result["val"][sweep.task.metric])
-                if not math.isnan(score) and (self.best is None or self.sign * score > self.sign * self.best):
-                    self.best = score
-                if progress is not None:
-                    cohort = len(ledger.cohort(rung)) if ledger is not None else 0
-                    progress("training", rung, self.done[rung], max(cohort, self.done[rung]), self.best)
-            self.flush()
+    def read_ledger(self) -> RungLedger | None:
+        if self.state_path is None or not self.state_path.exists():
+            return self.ledger
+        state = json.loads(self.state_path.read_text())
+        ledger = RungLedger(self._rungs, self._sweep.settings.fraction, self._sweep.task.mode)
+        ledger.load_state_dict(state["ledger"])
+        self.ledger = ledger
+        return ledger
 
-        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-            self._seen(trial, result)
+    def _seen(self, trial: Any, result: dict[str, Any]) -> None:
+        self.state_path = Path(trial.storage.experiment_driver_staging_path) / STATE_FILE
+        index = int(trial.config[INDEX_KEY])
+        self.index[trial.trial_id] = index
+        ledger = self.read_ledger()
+        budget = result.get("budget")
+        if budget in self._rungs and (index, int(budget)) not in self.results:
+            self._count(index, int(budget), result, ledger)
+        self.flush()
 
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-            self._seen(trial, trial.last_result)
+    def _count(self, index: int, budget: int, result: dict[str, Any], ledger: RungLedger | None) -> None:
+        """Keep a configuration's first result at a rung, and report the rung's progress."""
+        self.results[(index, budget)] = result
+        rung = self._rungs.index(budget)
+        self.done[rung] += 1
+        score = float(result["val"][self._sweep.task.metric])
+        if not math.isnan(score) and (self.best is None or self.sign * score > self.sign * self.best):
+            self.best = score
+        if self._progress is not None:
+            cohort = len(ledger.cohort(rung)) if ledger is not None else 0
+            self._progress("training", rung, self.done[rung], max(cohort, self.done[rung]), self.best)
 
-        def flush(self) -> None:
-            """Record every newly decided rung, in configuration order, then its eliminations. The
-            store writes run on one background thread, in order, so that Tune's loop (and the actors
-            waiting on it) go on while the database is written; :meth:`wait` joins them."""
-            ledger = self.ledger
-            if ledger is None:
-                return
-            for decision in ledger.decisions():
-                if decision.rung in self.flushed:
-                    continue
-                ids = decision.promoted + decision.stopped
-                if any(tid not in self.index for tid in ids):
-                    return  # a restored trial this run has not heard from yet
-                rows = []
-                for tid in sorted(ids, key=self.index.__getitem__):
-                    index = self.index[tid]
-                    if (index, decision.budget) in self.recorded:
-                        continue
-                    result = self.results.get((index, decision.budget))
-                    if result is None:
-                        logger.warning("the rung %d result of configuration %d was lost with the driver; "
-                                       "the store misses it", decision.budget, index)
-                        continue
-                    rows.append((index, result))
-                    self.recorded.add((index, decision.budget))
-                    self.trained += 1
-                last = decision.rung == len(rungs) - 1
-                ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
-                self.writes.append(self.writer.submit(self._write, decision.budget, rows, ended, last))
-                self.flushed.add(decision.rung)
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        self._seen(trial, result)
 
-        def _write(self, budget: int, rows: list, ended: list, last: bool) -> None:
-            for index, result in rows:
-                metrics = dict(result["val"])
-                details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
-                           "charged_units": float(result["eval_cost"]), "wall_seconds": float(result["wall_seconds"]),
-                           "backward_passes": int(result["backward_passes"])}
-                details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
-                store.record(index, budget, details, None)
-                on_record()
-            if last:
-                for index, score in ended:
-                    store.complete(index, score)
-            else:
-                store.eliminate(sorted(index for index, _ in ended))
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._seen(trial, trial.last_result)
 
-        def wait(self) -> None:
-            """Every store write done (the first error raised)."""
-            self.writer.shutdown(wait=True)
-            for write in self.writes:
-                write.result()
+    def flush(self) -> None:
+        """Record every newly decided rung, in configuration order, then its eliminations. The store
+        writes run on one background thread, in order, so that Tune's loop (and the actors waiting on
+        it) go on while the database is written; :meth:`wait` joins them."""
+        ledger = self.ledger
+        if ledger is None:
+            return
+        for decision in ledger.decisions():
+            if decision.rung in self.flushed:
+                continue
+            ids = decision.promoted + decision.stopped
+            if any(tid not in self.index for tid in ids):
+                return  # a restored trial this run has not heard from yet
+            rows = self._new_rows(decision.budget, ids)
+            last = decision.rung == len(self._rungs) - 1
+            ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
+            self.writes.append(self.writer.submit(self._write, decision.budget, rows, ended, last))
+            self.flushed.add(decision.rung)
 
-    recorder = SweepRecorder()
+    def _new_rows(self, budget: int, ids: list[str]) -> list[tuple[int, dict[str, Any]]]:
+        """The results at ``budget`` of the trials ``ids`` that the store misses, in configuration order
+        (each counted as trained, and as recorded from now on)."""
+        rows = []
+        for tid in sorted(ids, key=self.index.__getitem__):
+            index = self.index[tid]
+            if (index, budget) in self.recorded:
+                continue
+            result = self.results.get((index, budget))
+            if result is None:
+                logger.warning("the rung %d result of configuration %d was lost with the driver; "
+                               "the store misses it", budget, index)
+                continue
+            rows.append((index, result))
+            self.recorded.add((index, budget))
+            self.trained += 1
+        return rows
+
+    def _write(self, budget: int, rows: list, ended: list, last: bool) -> None:
+        sweep, store = self._sweep, self._store
+        for index, result in rows:
+            metrics = dict(result["val"])
+            details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
+                       "charged_units": float(result["eval_cost"]), "wall_seconds": float(result["wall_seconds"]),
+                       "backward_passes": int(result["backward_passes"])}
+            details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
+            store.record(index, budget, details, None)
+            self._on_record()
+        if last:
+            for index, score in ended:
+                store.complete(index, score)
+        else:
+            store.eliminate(sorted(index for index, _ in ended))
+
+    def wait(self) -> None:
+        """Every store write done (the first error raised)."""
+        self.writer.shutdown(wait=True)
+        for write in self.writes:
+            write.result()
+
+
+def _recorder(sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
+              on_record: Callable[[], None]) -> _SweepRecorder:
+    """A new :class:`_SweepRecorder`, registered as this process's live one for its sweep."""
+    recorder = _SweepRecorder(sweep, rungs, progress, on_record)
     _LIVE[recorder.token] = recorder
     return recorder
 
@@ -261,7 +290,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
                              data_dir=None if _data_dir(sweep) is None else str(_data_dir(sweep)),
                              owner=store.sweep_id, test_metrics=True),
         {"cpu": cpus_per_trial})
-    recorder = _recorder(tune, sweep, s.rungs, progress, lambda: store.set("wall_seconds", sweep.elapsed()))
+    recorder = _recorder(sweep, s.rungs, progress, lambda: store.set("wall_seconds", sweep.elapsed()))
     root = os.fspath(storage_path) if storage_path is not None else str(store.checkpoint_dir.resolve())
     run_config = tune.RunConfig(name=EXPERIMENT, storage_path=root, verbose=0, callbacks=[recorder],
                                 failure_config=tune.FailureConfig(max_failures=2))

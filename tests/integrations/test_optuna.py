@@ -17,7 +17,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-import torch
 from optuna.trial import TrialState
 
 from eve_search.integrations.optuna import (
@@ -36,15 +35,6 @@ from tests.integrations.tiny_tasks import (
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models: one thread is fastest, and the machine is shared.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # The pruner ---------------------------------------------------------------------------------------
