@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plain_loop"]
+__all__ = ["VARIANTS", "import_floor", "overhead_once", "plain_loop"]
+
+VARIANTS = ("local", "jobs1", "jobs2", "optuna", "ray")
+"""Who drives the trials in ``--overhead`` runs: this process (``local``), ``--jobs 1`` or ``--jobs 2``
+worker processes, ``--backend optuna`` (one worker) or ``--backend ray`` (a local Ray instance)."""
+
+_WORKERS = {"jobs2": 2}
+
+IMPORT_FLOOR = ("import time; start = time.perf_counter(); import torch, torch._dynamo, sqlalchemy, optuna; "
+                "print(time.perf_counter() - start)")
 
 
 def _load() -> str:
@@ -106,6 +115,83 @@ def _plain_once(space: str, optimizer: str, configs: int, ratio: float) -> dict[
                           repr(ratio), str(out)])
         result = json.loads(out.read_text())
     return {"process": wall, "load": load, **result}
+
+
+def import_floor(rounds: int = 3) -> float:
+    """Seconds a fresh interpreter takes to import PyTorch, ``torch._dynamo`` (every ``torch.optim``
+    optimizer imports it when constructed) and the store's libraries (SQLAlchemy, Optuna): the part of
+    any one-shot sweep process that no engine change can remove. The median of ``rounds`` fresh runs."""
+    times = []
+    for _ in range(rounds):
+        _, done = _timed([sys.executable, "-c", IMPORT_FLOOR])
+        times.append(float(done.stdout.strip()))
+    return sorted(times)[len(times) // 2]
+
+
+def _run_measured(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak resident MiB) of one child process, from exec to exit."""
+    start = time.perf_counter()
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    error = child.stderr.read().decode(errors="replace") if child.stderr else ""
+    if child.stderr:
+        child.stderr.close()
+    if child.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({child.returncode}): {error.strip()[-400:]}")
+    return seconds, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def overhead_once(space: str, optimizer: str, configs: int, rungs: tuple[int, ...], ratio: float, variant: str,
+                  storage: str | None = None, source: Path | None = None) -> dict[str, Any]:
+    """One ``eve-search adult`` sweep in a fresh process, driven as ``variant`` says (see :data:`VARIANTS`),
+    on a fresh store (``storage``: an empty database's URL; default an SQLite file in a temporary folder).
+
+    Returns the process's wall seconds and peak RSS (MiB; the sweep's own process, not Ray's or the
+    workers'), the sweep's seconds, its trials' training seconds, the trial-rungs it trained, the
+    overhead per trial-rung (sweep seconds minus training seconds, over the trial-rungs) and, for the
+    in-process engine, its parts (``run_seconds``: building or loading trials, evaluating, serializing
+    checkpoints, handing results to the store, deciding rungs, and the store writer thread's CPU seconds).
+    ``source``: a folder holding another ``eve_search`` package (an older checkout) for the sweep to run
+    instead of this one, for before/after tables measured in one run.
+    """
+    import optuna
+
+    from eve_search.engine.store import study_name
+
+    if variant not in VARIANTS:
+        raise ValueError(f"Invalid variant: {variant!r} (expected one of {', '.join(VARIANTS)})")
+    with tempfile.TemporaryDirectory(prefix="eve-bench-overhead-") as folder:
+        out = Path(folder) / "out.json"
+        url = storage or f"sqlite:///{Path(folder) / 'results.db'}"
+        command = [sys.executable, "-m", "eve_search.cli", "adult", "--space", space, "--optimizer", optimizer,
+                   "--configs", str(configs), "--rungs", ",".join(map(str, rungs)), "--backward-ratio", repr(ratio),
+                   "--quiet", "--workdir", folder, "--storage", url, "--json", str(out)]
+        command += {"local": [], "jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"],
+                    "optuna": ["--backend", "optuna", "--workers", "1"], "ray": ["--backend", "ray"]}[variant]
+        command += ["--force-jobs"] if variant.startswith("jobs") and configs < int(variant[-1]) else []
+        load = _load()
+        env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
+        wall, peak = _run_measured(command, env)
+        result = json.loads(out.read_text())["optimizers"][optimizer]
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        parts: dict[str, float] = {}
+        if variant != "ray":
+            try:
+                study = optuna.load_study(study_name=study_name("adult", space, optimizer, 0), storage=url)
+                parts = dict(study.user_attrs.get("run_seconds", {}))
+            except Exception:  # noqa: BLE001 a backend that records no parts: the totals still stand
+                parts = {}
+    trained = int(result["trained"])
+    sweep, training = float(result["wall_seconds"]), float(result["training_seconds"])
+    return {"variant": variant, "configs": configs, "optimizer": optimizer, "trial_rungs": trained,
+            "process": wall, "peak_rss_mib": peak, "sweep": sweep, "training": training,
+            # With --jobs N the N workers train side by side: their training seconds over N is what the
+            # sweep's wall time holds of them.
+            "overhead_ms": 1000 * (sweep - training / _WORKERS.get(variant, 1)) / max(trained, 1),
+            "parts": parts, "load": load,
+            "scores": {str(t["index"]): t["scores"] for t in result["trials"]}, "winner": result["winner"]["index"]}
 
 
 def _hogs(count: int) -> list[subprocess.Popen]:

@@ -230,6 +230,18 @@ def threads(text: str) -> int:
                        "threads than that only wait for a CPU")(text)
 
 
+def configs_list(text: str) -> list[int]:
+    """An argparse type: distinct configuration counts, e.g. ``48,480,4800`` (each as ``--configs``
+    takes it; at most 10 of them), in the order given."""
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) > 10:
+        raise argparse.ArgumentTypeError(f"{shown(text)}: {len(parts)} counts is more than 10 (each is a sweep)")
+    values = [configs(part) for part in parts]
+    if len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{shown(text)} names a count twice")
+    return values
+
+
 def fraction(text: str) -> float:
     """An argparse type: a share in (0, 1]."""
     try:

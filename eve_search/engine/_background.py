@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -49,14 +50,17 @@ class BackgroundStore:
         self._pending: Counter[int] = Counter()  # queued records per trial index
         self._changed = threading.Condition()
         self._error: BaseException | None = None
+        self.busy_seconds = 0.0  # CPU seconds of the writer thread so far (eve-search bench sweep reads it)
         self._thread = threading.Thread(target=self._work, name="eve-search-store-writer", daemon=True)
         self._thread.start()
 
     # The writer thread --------------------------------------------------------------------------------
 
     def _work(self) -> None:
+        started = time.thread_time()
         while True:
             item = self._queue.get()
+            self.busy_seconds = time.thread_time() - started
             try:
                 if item is _STOP:
                     return
@@ -114,6 +118,9 @@ class BackgroundStore:
 
     def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes | None) -> None:
         self._put("record", (index, budget, details, checkpoint), index)
+
+    def save_checkpoint(self, index: int, checkpoint: bytes) -> None:
+        self._put("save_checkpoint", (index, checkpoint), index)
 
     def eliminate(self, indices: list[int]) -> None:
         self._put("eliminate", (list(indices),))

@@ -3,10 +3,15 @@
 The rung rule lives in :mod:`eve_search.engine.ledger` (re-exported here); this module only moves trials:
 for each rung it trains every trial of the ledger's cohort that has not reported yet (resumed from
 its checkpoint, never restarted), records the result, feeds the ledger and applies its decision.
-A trial is checkpointed at every rung it reaches. It also stays in memory while the trials kept
-there fit in ``keep_bytes`` (default 512 MiB; 0 keeps none, so a sweep of a large model holds one
-model at a time), and is dropped as soon as its rung stops it: a kept trial continues at the next
-rung without reading its checkpoint back. Both paths continue the same state, bit for bit. The Ray
+A trial stays in memory while the trials kept there fit in ``keep_bytes`` (default 512 MiB; 0 keeps
+none, so a sweep of a large model holds one model at a time), and is dropped as soon as its rung stops
+it: a kept trial continues at the next rung without reading its checkpoint back. A trial that is not
+kept is checkpointed with its result. A kept one is checkpointed only once its rung has promoted it
+(a trial the rung stops, or one at the last rung, is never written), and at once when the run is
+interrupted (Ctrl-C, an error): a killed process may leave a recorded result without the checkpoint
+of its rung, and the engine then replays that trial from its last checkpoint through every rung
+budget in order, into exactly the state an uninterrupted sweep had. Every path continues the same
+state, bit for bit. The Ray
 Tune scheduler and the Optuna pruner are two more drivers of the same ledger.
 
 Example:
@@ -22,6 +27,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
 
 from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.ledger import (
@@ -58,12 +65,27 @@ KEEP_BYTES = 512 * 2**20
 """Default memory for trials kept between rungs (their weights, buffers and checkpointed state)."""
 
 
-def trial_bytes(trial: Trial, checkpoint: bytes) -> int:
+def trial_bytes(trial: Trial, checkpoint: bytes | None = None) -> int:
     """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
     ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
-    state, the batch stream, the meter)."""
+    state, the batch stream, the meter), or, without one, the model's and the optimizer's tensors
+    again (what its checkpoint will hold)."""
     tensors = [*trial.model.parameters(), *trial.model.buffers()]
-    return sum(t.numel() * t.element_size() for t in tensors) + len(checkpoint)
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if checkpoint is not None:
+        return size + len(checkpoint)
+    return 2 * size + _tensor_bytes(trial.optimizer.state_dict())
+
+
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of every tensor in a nest of dicts, lists and tuples (an optimizer's state dict)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(item) for item in value)
+    return 0
 
 
 class RungStore(Protocol):
@@ -75,8 +97,12 @@ class RungStore(Protocol):
     def checkpoint_path(self, index: int) -> Any:
         """Where trial ``index``'s latest state is saved."""
 
-    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes) -> None:
-        """Save the checkpoint (atomically), then the result at this rung."""
+    def record(self, index: int, budget: int, details: dict[str, Any], checkpoint: bytes | None) -> None:
+        """Save the checkpoint (atomically) when there is one, then the result at this rung.
+
+        A store may also have ``save_checkpoint(index, checkpoint)``: the engine then writes the
+        checkpoints of the trials it keeps in memory only for those their rung promotes, after their
+        results (``record`` gets None); without it, every result comes with its checkpoint."""
 
     def eliminate(self, indices: list[int]) -> None:
         """These trials stop at their rung."""
@@ -142,10 +168,13 @@ class SynchronousSuccessiveHalving:
         self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
         self.evaluate_checkpoint = evaluate_checkpoint
         self.keep_bytes = keep_bytes
-        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last checkpoint
-        # Wall seconds of this run by part (read by `eve-search bench sweep`): loading checkpoints,
-        # training, evaluating (and recording details), serializing checkpoints, handing them to the store.
-        self.seconds = dict.fromkeys(("load", "train", "evaluate", "serialize", "store"), 0.0)
+        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last result
+        self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
+        self._defer = callable(getattr(store, "save_checkpoint", None))
+        # Wall seconds of this run by part (read by `eve-search bench sweep`): building trials or loading
+        # their checkpoints, training, evaluating (and recording details), serializing checkpoints, handing
+        # results to the store, deciding rungs (the ledger, and the store's promotions and eliminations).
+        self.seconds = dict.fromkeys(("load", "train", "evaluate", "serialize", "store", "decide"), 0.0)
 
     def load_trial(self, index: int) -> Trial:
         """Trial ``index`` as of its last checkpoint: the one kept in memory, else rebuilt from the
@@ -153,6 +182,7 @@ class SynchronousSuccessiveHalving:
         another sweep's): the engine then replays it exactly. A directory in the checkpoint's place
         raises :class:`CheckpointError` at once (the trial's next checkpoint could not be written)."""
         if index in self._kept:
+            self._unsaved.discard(index)
             return self._kept.pop(index)[0]
         trial = self.make_trial(index)
         path = self.store.checkpoint_path(index)
@@ -165,16 +195,33 @@ class SynchronousSuccessiveHalving:
                 trial = self.make_trial(index)
         return trial
 
-    def evaluate_trial(self, index: int, split: str) -> dict[str, float]:
-        """Metrics of trial ``index`` as of its last checkpoint: from the saved model alone where the
-        engine has ``evaluate_checkpoint`` and does not hold the trial, else from :meth:`load_trial`
-        (which also replays a trial whose checkpoint is missing or unusable)."""
+    def evaluate_trial(self, index: int, split: str, budget: int | None = None) -> dict[str, float]:
+        """Metrics of trial ``index`` as of its last result: from the saved model alone where the engine
+        has ``evaluate_checkpoint`` and does not hold the trial, else from :meth:`load_trial`. With
+        ``budget`` (a rung budget the trial reached), a trial whose checkpoint is missing, unusable or
+        of an earlier rung is first replayed to it."""
         if self.evaluate_checkpoint is not None and index not in self._kept:
             try:
                 return self.evaluate_checkpoint(index, self.store.checkpoint_path(index).read_bytes(), split)
             except (OSError, CheckpointError):
                 pass
-        return self.load_trial(index).evaluate(split)
+        trial = self.load_trial(index)
+        if budget is not None:
+            trial = self._bring_to(index, trial, self.rungs.index(budget))
+        return trial.evaluate(split)
+
+    def _bring_to(self, index: int, trial: Trial, rung: int) -> Trial:
+        """``trial`` trained to rung ``rung``'s budget through every earlier rung budget in order (each
+        one is a stopping point of its trajectory), so a stale or missing checkpoint is replayed into
+        exactly the state an uninterrupted sweep had; one past that budget (its record was removed) is
+        replayed from the start."""
+        budget = self.rungs[rung]
+        if trial.budget > budget:
+            trial = self.make_trial(index)
+        for earlier in self.rungs[:rung + 1]:
+            if trial.budget < earlier:
+                trial.train_to(earlier)
+        return trial
 
     def _train(self, index: int, rung: int) -> float:
         clock, seconds = time.perf_counter, self.seconds
@@ -184,13 +231,7 @@ class SynchronousSuccessiveHalving:
         if trial.budget > budget:  # a checkpoint past this rung (its record was removed): replay exactly
             trial = self.make_trial(index)
         loaded = clock()
-        # A trial always passes through every earlier rung budget in order (each one is a stopping
-        # point of its trajectory), so a stale or missing checkpoint is replayed into exactly the
-        # state an uninterrupted sweep had.
-        for earlier in self.rungs[:rung]:
-            if trial.budget < earlier:
-                trial.train_to(earlier)
-        trial.train_to(budget)
+        trial = self._bring_to(index, trial, rung)
         trained = clock()
         metrics = trial.evaluate()
         score = trial.score(metrics)
@@ -199,10 +240,17 @@ class SynchronousSuccessiveHalving:
         if self.details is not None:
             details.update(self.details(trial, metrics))
         evaluated = clock()
-        checkpoint = trial.to_bytes()
+        size = trial_bytes(trial) if self._defer else 0
+        if self._defer and self._fits(size):  # kept: its checkpoint waits for the rung's decision
+            checkpoint = None
+            self._kept[index] = (trial, size)
+            self._unsaved.add(index)
+        else:
+            checkpoint = trial.to_bytes()
         serialized = clock()
         self.store.record(index, budget, details, checkpoint)
-        self._keep(index, trial, checkpoint)
+        if checkpoint is not None and not self._defer:
+            self._keep(index, trial, checkpoint)
         recorded = clock()
         seconds["load"] += loaded - start
         seconds["train"] += trained - loaded
@@ -211,11 +259,24 @@ class SynchronousSuccessiveHalving:
         seconds["store"] += recorded - serialized
         return score
 
+    def _fits(self, size: int) -> bool:
+        return sum(kept for _, kept in self._kept.values()) + size <= self.keep_bytes
+
     def _keep(self, index: int, trial: Trial, checkpoint: bytes) -> None:
         """Keep ``trial`` (just checkpointed) in memory for its next rung if it fits."""
         size = trial_bytes(trial, checkpoint)
-        if sum(kept for _, kept in self._kept.values()) + size <= self.keep_bytes:
+        if self._fits(size):
             self._kept[index] = (trial, size)
+
+    def _save(self, indices: list[int]) -> None:
+        """Write the checkpoints of these kept trials that are not written yet, in this order."""
+        for index in indices:
+            if index in self._unsaved:
+                start = time.perf_counter()
+                checkpoint = self._kept[index][0].to_bytes()
+                self.seconds["serialize"] += time.perf_counter() - start
+                self.store.save_checkpoint(index, checkpoint)
+                self._unsaved.discard(index)
 
     def _submit(self, rung: int, indices: list[int]) -> dict[int, Any]:
         """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order)."""
@@ -241,7 +302,21 @@ class SynchronousSuccessiveHalving:
         return score
 
     def run(self) -> list[RungReport]:
-        """Train every rung (skipping results already recorded); return one report per rung."""
+        """Train every rung (skipping results already recorded); return one report per rung.
+
+        Interrupted (Ctrl-C, an error), it first writes the checkpoints of the kept trials whose
+        results are recorded, so a resumed sweep continues them instead of replaying them."""
+        try:
+            return self._run()
+        except BaseException:
+            last = self.rungs[-1]
+            try:
+                self._save(sorted(i for i in self._unsaved if self._kept[i][0].budget < last))
+            except Exception:  # noqa: BLE001 the error being raised is the one to report
+                pass
+            raise
+
+    def _run(self) -> list[RungReport]:
         recorded = self.store.rung_details()
         reports = []
         for rung, budget in enumerate(self.rungs):
@@ -261,10 +336,9 @@ class SynchronousSuccessiveHalving:
                 self.ledger.report(index, rung, score)
                 if self.on_result is not None:
                     self.on_result(rung, index, score, resumed)
-            decision = self.ledger.decide(rung)
-            start = time.perf_counter()
-            reports.append(self._apply(decision))
-            self.seconds["store"] += time.perf_counter() - start
+            start, serialized = time.perf_counter(), self.seconds["serialize"]
+            reports.append(self._apply(self.ledger.decide(rung)))  # (promoted checkpoints count as serialize)
+            self.seconds["decide"] += time.perf_counter() - start - (self.seconds["serialize"] - serialized)
         return reports
 
     def _apply(self, decision: RungDecision | None) -> RungReport:
@@ -272,9 +346,12 @@ class SynchronousSuccessiveHalving:
             raise RuntimeError("the rung ledger could not decide a rung whose cohort has reported")
         scores = self.ledger.scores(decision.rung)
         last = decision.rung == len(self.rungs) - 1
+        if not last:  # a promoted trial's checkpoint, before any trial of the rung is removed
+            self._save(list(decision.promoted))
         for index in decision.stopped:
             if not last:  # the winner may still be asked for (its test metrics)
                 self._kept.pop(index, None)
+                self._unsaved.discard(index)
         if last:
             for index in decision.stopped:
                 self.store.complete(index, scores[index])

@@ -279,8 +279,9 @@ class SweepStore:
                              else None)
             self._settings = settings
             self._study_id = self.storage.get_study_id_from_name(name)
-            self._numbers = self._ensure_trials()
             self._ids: dict[int, int] = {}
+            self._numbers = self._ensure_trials()
+            self._last_scores: dict[int, tuple[int, float]] = {}  # index -> (budget, score) recorded here
             if existing:  # everything the engine reads back later is checked now, before any work
                 self.rung_details()
                 for key in ("wall_seconds", "backward_ratios", "winner"):
@@ -294,8 +295,8 @@ class SweepStore:
     def _ensure_trials(self) -> dict[int, int]:
         """One RUNNING Optuna trial per configuration (the sweep is its only writer), index -> number."""
         optuna = self._optuna
-        numbers = {index: frozen.number for index, frozen in self._indexed(configs=True).items()}
-        missing = [index for index in range(len(self.configs)) if index not in numbers]
+        current = self._indexed(configs=True)
+        missing = [index for index in range(len(self.configs)) if index not in current]
         if missing:
             distributions = self.space.distributions()
             self.study.add_trials([
@@ -307,8 +308,12 @@ class SweepStore:
                 )
                 for index in missing
             ])
-            numbers = {index: frozen.number for index, frozen in self._indexed().items()}
-        return numbers
+            current = self._indexed()
+        # Optuna's frozen trials carry their storage id (the attribute ``_trial_id``): kept here, it
+        # spares one query per trial when its first result is written (else asked for, see _trial_id).
+        self._ids.update({index: frozen._trial_id for index, frozen in current.items()
+                          if isinstance(getattr(frozen, "_trial_id", None), int)})
+        return {index: frozen.number for index, frozen in current.items()}
 
     def _indexed(self, configs: bool = False) -> dict[int, Any]:
         """Per configuration index, its current Optuna trial (one query), every stored index checked.
@@ -429,27 +434,50 @@ class SweepStore:
         elsewhere (Ray Tune's checkpoints under its ``storage_path``).
         """
         if checkpoint is not None:
-            save_atomically(checkpoint, self.checkpoint_path(index))
+            self.save_checkpoint(index, checkpoint)
         trial_id = self._trial_id(index)
         self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
         self.storage.set_trial_intermediate_value(trial_id, int(budget), float(details["score"]))
+        self._last_scores[index] = (int(budget), float(details["score"]))
+
+    def save_checkpoint(self, index: int, checkpoint: bytes) -> None:
+        """Save configuration ``index``'s latest state (atomically): the engine writes a kept trial's
+        checkpoint once its rung has promoted it, after the result (a result without the checkpoint of
+        its rung is replayed exactly on resume, see :class:`~eve_search.engine.sha.SynchronousSuccessiveHalving`)."""
+        save_atomically(checkpoint, self.checkpoint_path(index))
 
     def eliminate(self, indices: list[int]) -> None:
         """These trials stopped at a rung: PRUNED, checkpoint deleted (a pruned trial never trains again)."""
-        finished = self.finished()
+        pruned = self._optuna.trial.TrialState.PRUNED
         for index in indices:
-            if index not in finished:
-                self.study.tell(self._numbers[index], state=self._optuna.trial.TrialState.PRUNED)
+            # As Optuna's own ``study.tell(state=PRUNED)``: the last intermediate value, when it is a
+            # number, becomes the trial's value.
+            score = self._last_score(index)
+            self._finish(index, pruned, None if score is None or math.isnan(score) else [score])
             remove_checkpoint(self.checkpoint_path(index))
 
     def complete(self, index: int, score: float) -> None:
-        """This trial completed the last rung with ``score``."""
-        if index not in self.finished():
-            value = score if math.isfinite(score) else None
-            if value is None:
-                self.study.tell(self._numbers[index], state=self._optuna.trial.TrialState.FAIL)
-            else:
-                self.study.tell(self._numbers[index], value)
+        """This trial completed the last rung with ``score`` (FAIL when it is not finite)."""
+        states = self._optuna.trial.TrialState
+        if math.isfinite(score):
+            self._finish(index, states.COMPLETE, [float(score)])
+        else:
+            self._finish(index, states.FAIL, None)
+
+    def _finish(self, index: int, state: Any, values: list[float] | None) -> None:
+        """End configuration ``index``'s trial in one storage call; one that has already ended (a resumed
+        sweep's) is left as it is."""
+        try:
+            self.storage.set_trial_state_values(self._trial_id(index), state, values)
+        except self._optuna.exceptions.UpdateFinishedTrialError:
+            pass
+
+    def _last_score(self, index: int) -> float | None:
+        """The score of the trial's latest recorded rung (this process's record, else the storage's)."""
+        if index in self._last_scores:
+            return self._last_scores[index][1]
+        frozen = self.storage.get_trial(self._trial_id(index))
+        return None if frozen.last_step is None else float(frozen.intermediate_values[frozen.last_step])
 
     def set(self, key: str, value: Any) -> None:
         self.study.set_user_attr(key, value)

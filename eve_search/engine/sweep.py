@@ -138,6 +138,9 @@ class SweepResult:
         return asdict(self)
 
 
+WALL_TIME_INTERVAL = 1.0
+"""Seconds between two writes of a running sweep's wall time to its store."""
+
 ProgressCallback = Callable[[str, int, int, int, float | None], None]
 
 
@@ -282,7 +285,7 @@ class Sweep:
         calibration_seconds = time.perf_counter() - calibration_started
         s = self.settings
         sizes = [len(self.configs)]
-        state = {"done": 0, "rung": 0, "best": None, "trained": 0}
+        state = {"done": 0, "rung": 0, "best": None, "trained": 0, "written": -math.inf}
         sign = 1.0 if self.task.mode == "max" else -1.0
 
         def on_result(rung: int, index: int, score: float, resumed: bool) -> None:
@@ -294,7 +297,12 @@ class Sweep:
                 state["best"] = score
             if not resumed:
                 state["trained"] += 1
-                self.store.set("wall_seconds", self.elapsed())
+                # The sweep's wall time, kept for a resumed run to add to: written at most once a
+                # second (a killed run loses at most that much of its count, never a result).
+                now = time.perf_counter()
+                if now - state["written"] >= WALL_TIME_INTERVAL:
+                    state["written"] = now
+                    self.store.set("wall_seconds", self.elapsed())
             if progress is not None:
                 progress("training", rung, state["done"], sizes[rung], state["best"])
 
@@ -314,7 +322,8 @@ class Sweep:
             if winner is None:
                 final = reports[-1]
                 index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
-                winner = {"index": index, "score": final.scores[index], "test": engine.evaluate_trial(index, "test")}
+                test = engine.evaluate_trial(index, "test", s.rungs[-1])
+                winner = {"index": index, "score": final.scores[index], "test": test}
                 writer.set("winner", winner)
                 writer.set("wall_seconds", self.elapsed())
         finally:
@@ -324,6 +333,7 @@ class Sweep:
         # Where this run's wall time went (eve-search bench sweep reads it; not part of the results).
         store.set("run_seconds", {"calibration": calibration_seconds, **engine.seconds,
                                   "store": engine.seconds["store"] + time.perf_counter() - closing,
+                                  "writer_cpu": writer.busy_seconds,
                                   "sweep": time.perf_counter() - self._started})
         return self.result(reports, winner, trained=state["trained"])
 

@@ -138,6 +138,16 @@ class _View:
         return alive[0] if alive else None
 
 
+def _last_score(view: _View, index: int) -> float | None:
+    """The score configuration ``index`` reported at its last rung (the ledger's view), or None."""
+    ledger = view.ledger
+    for rung in reversed(range(len(ledger.rungs))):
+        scores = ledger.scores(rung)
+        if index in scores:
+            return float(scores[index])
+    return None
+
+
 class _Heartbeat:
     """Records heartbeats for the trial this worker holds, from a background thread."""
 
@@ -245,6 +255,10 @@ class ShaWorker:
     # Claiming ---------------------------------------------------------------------------------------
 
     def _trial_id(self, trial: FrozenTrial) -> int:
+        # A frozen trial read from the storage carries its id (``_trial_id``): no query for it.
+        known = getattr(trial, "_trial_id", None)
+        if isinstance(known, int) and not isinstance(known, bool):
+            return known
         return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
 
     def _claim(self, trial: FrozenTrial, heartbeat: _Heartbeat) -> int | None:
@@ -319,16 +333,21 @@ class ShaWorker:
         if self._claim(live, heartbeat) is None:
             return False
         status = view.ledger.status(index)
+        trial_id = self._trial_id(live)
         try:
+            # One storage call each, with what Optuna's study.tell would store: the final score, or for a
+            # pruned trial its last reported score when that is a number.
             if status == "complete":
                 score = view.ledger.scores(len(self.rungs) - 1)[index]
                 if math.isfinite(score):
-                    self.study.tell(live.number, score)
+                    self.storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [float(score)])
                 else:
-                    self.study.tell(live.number, state=TrialState.FAIL)
+                    self.storage.set_trial_state_values(trial_id, TrialState.FAIL)
                 self.report.completed += 1
             else:
-                self.study.tell(live.number, state=TrialState.PRUNED)
+                last = _last_score(view, index)
+                self.storage.set_trial_state_values(trial_id, TrialState.PRUNED,
+                                                    None if last is None or math.isnan(last) else [last])
                 remove_checkpoint(self.checkpoint_path(index))  # a pruned trial never trains again
                 self.report.pruned += 1
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError):

@@ -167,3 +167,100 @@ def test_a_lost_or_damaged_checkpoint_is_replayed_into_the_same_state(tmp_path, 
             other.save(path)
     resumed = engine(store).run()
     assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
+
+
+class DeferringStore(FolderStore):
+    """A FolderStore with ``save_checkpoint``: the engine then writes kept trials' checkpoints only
+    once their rung promotes them."""
+
+    def __init__(self, folder, drop_checkpoints=False):
+        super().__init__(folder)
+        self.saved, self.drop_checkpoints = [], drop_checkpoints
+
+    def record(self, index, budget, details, checkpoint):
+        if checkpoint is not None:
+            self.save_checkpoint(index, checkpoint)
+        self.details.setdefault(index, {})[budget] = details
+
+    def save_checkpoint(self, index, checkpoint):
+        self.saved.append(index)
+        if not self.drop_checkpoints:  # dropped: as if the process was killed before writing them
+            save_atomically(checkpoint, self.checkpoint_path(index))
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_only_promoted_trials_are_checkpointed_and_results_equal_checkpointing_every_trial(tmp_path, optimizer):
+    every = engine(FolderStore(tmp_path / "every"), optimizer).run()
+    store = DeferringStore(tmp_path / "promoted")
+    promoted = engine(store, optimizer).run()
+    assert [r.scores for r in promoted] == [r.scores for r in every]
+    assert [r.promoted for r in promoted] == [r.promoted for r in every]
+    # 3 promoted after rung 1 and 1 after rung 2; no trial the rung stopped, nothing at the last rung.
+    assert store.saved == [*every[0].promoted, *every[1].promoted]
+    assert sorted(p.name for p in (tmp_path / "promoted").glob("trial-*.pt")) == \
+        [f"trial-{every[2].trials[0]:04d}.pt"]
+
+
+def test_trials_that_do_not_fit_in_memory_are_checkpointed_with_their_result(tmp_path):
+    store = DeferringStore(tmp_path)
+    reports = engine(store, keep_bytes=0).run()
+    assert sorted(store.saved) == sorted([*reports[0].trials, *reports[1].trials, *reports[2].trials])
+
+
+def test_an_interrupted_run_first_writes_the_checkpoints_of_its_recorded_trials(tmp_path):
+    uninterrupted = engine(FolderStore(tmp_path / "a")).run()
+
+    class Interrupted(Exception):
+        pass
+
+    done = []
+
+    def interrupt_mid_rung_0(rung, index, score, resumed):
+        done.append(index)
+        if len(done) == 5:
+            raise Interrupted
+
+    store = DeferringStore(tmp_path / "b")
+    with pytest.raises(Interrupted):
+        engine(store, on_result=interrupt_mid_rung_0).run()
+    assert store.saved == done  # every trial with a result, none after
+    made = []
+    resumed = engine(store, made=made).run()
+    assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
+    assert len(made) == len(set(made))  # each trial built (or rebuilt from its checkpoint) once
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_results_recorded_without_their_checkpoints_are_replayed_exactly(tmp_path, optimizer):
+    """SIGKILL after a rung's results were stored but before its promoted checkpoints were written: the
+    resumed engine replays those trials through every rung budget into the same state."""
+    uninterrupted = engine(FolderStore(tmp_path / "a"), optimizer).run()
+
+    class Killed(Exception):
+        pass
+
+    def kill_at_rung_2(rung, index, score, resumed):
+        if rung == 2:
+            raise Killed
+
+    killed = DeferringStore(tmp_path / "b", drop_checkpoints=True)
+    with pytest.raises(Killed):
+        engine(killed, optimizer, on_result=kill_at_rung_2).run()
+    assert not list((tmp_path / "b").glob("trial-*.pt"))  # no checkpoint reached the disk
+    resumed_store = DeferringStore(tmp_path / "b")
+    resumed_store.details = killed.details
+    resumed = engine(resumed_store, optimizer).run()
+    assert [r.scores for r in resumed] == [r.scores for r in uninterrupted]
+    assert [r.promoted for r in resumed] == [r.promoted for r in uninterrupted]
+
+
+def test_the_winner_is_evaluated_at_its_last_rung_even_when_its_checkpoint_is_older(tmp_path):
+    """evaluate_trial(index, split, budget) replays a trial whose checkpoint is of an earlier rung."""
+    store = DeferringStore(tmp_path)
+    sha = engine(store)
+    reports = sha.run()
+    winner = reports[-1].trials[0]
+    in_memory = sha.evaluate_trial(winner, "test", RUNGS[-1])  # the trial kept after the last rung
+    fresh = engine(store)  # another process: only the checkpoint written after rung 2 (budget 90)
+    assert fresh.evaluate_trial(winner, "test", RUNGS[-1]) == in_memory
+    assert fresh.evaluate_trial(winner, "test") != in_memory  # without a budget: as of its checkpoint

@@ -30,6 +30,8 @@ def exercise(url, tmp_path):
     store.record(1, 40, details, t.to_bytes())
     assert store.checkpoint_path(1).exists() and store.sweep_id[:12] in str(store.checkpoint_path(1))
     assert store.rung_details() == {0: {}, 1: {40: {"budget": 40, **details}}, 2: {}, 3: {}}
+    store.record(2, 40, {**details, "score": 0.5}, None)  # no checkpoint: kept by the engine until promoted
+    assert not store.checkpoint_path(2).exists()
     store.eliminate([0, 2])
     store.complete(1, 0.75)
     store.set("backward_ratios", {"16x1": 2.0})
@@ -53,6 +55,13 @@ def exercise(url, tmp_path):
     reopened.eliminate([0])  # idempotent after a crash between the two writes
     assert len(optuna.load_study(study_name="sweep-a", storage=url).trials) == 4
     assert reopened.finished() == {0, 1, 2}
+    store.record(3, 40, {**details, "score": 0.6}, None)
+    open_store(url, tmp_path, resume=True).eliminate([3])  # another process: the last score is read back
+    store.complete(1, 0.1)  # already COMPLETE: left as it is
+    trials = optuna.load_study(study_name="sweep-a", storage=url).trials
+    # A pruned trial's value is its last intermediate value, as Optuna's study.tell(state=PRUNED) leaves it.
+    assert [t.value for t in trials] == [None, 0.75, 0.5, 0.6]
+    assert trials[3].state == optuna.trial.TrialState.PRUNED
 
     with pytest.raises(StoreError, match="already holds sweep 'sweep-a'; pass --resume"):
         open_store(url, tmp_path)

@@ -289,6 +289,8 @@ def test_run_sha_with_the_study_sampler_and_queued_configurations(tmp_path):
     assert [t.state for t in trials].count(TrialState.COMPLETE) == 2
     assert report.trained == 6 + 2 and report.pruned == 4 and report.completed == 2
     assert study.best_value == max(t.intermediate_values[30] for t in trials if 30 in t.intermediate_values)
+    # As Optuna's study.tell leaves them: a pruned trial's value is its last reported score.
+    assert all(t.value == t.intermediate_values[t.last_step] for t in trials if t.state == TrialState.PRUNED)
     assert len(list((tmp_path / "ck").glob("*/trial-*.pt"))) == 2  # pruned trials' checkpoints are deleted
     with pytest.raises(ValueError, match="other settings"):
         run_sha(study, TINY_WORKERS_TASK, 6, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",

@@ -24,6 +24,21 @@ def _hogs_count(text: str) -> int:
                              "use: more only slows every measurement further")(text)
 
 
+def _variants(text: str) -> list[str]:
+    from eve_search.cli.args import name_list
+
+    return name_list(text, _bench.VARIANTS, "variant")
+
+
+def _source(text: str) -> Path:
+    from eve_search.cli.args import shown
+
+    folder = Path(text)
+    if not (folder / "eve_search" / "__init__.py").is_file():
+        raise argparse.ArgumentTypeError(f"{shown(text)} holds no eve_search package (expected a checkout's root)")
+    return folder.resolve()
+
+
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     import eve_search.cli.args as types
 
@@ -45,6 +60,22 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help=f"configurations (default 48, at most {types.MAX_CONFIGS:,})")
     parser.add_argument("--backward-ratio", type=types.backward_ratio, default=None, metavar="R",
                         help="pin the ratio (default: each sweep calibrates, and its plain loop uses that ratio)")
+    parser.add_argument("--overhead", action="store_true",
+                        help="measure the engine's overhead per trial-rung instead: one sweep per --scales and "
+                             "--variants (tiny --rungs, pinned ratio), with its parts, peak RSS and the import floor")
+    parser.add_argument("--scales", type=types.configs_list, default=[48, 480, 4800], metavar="N,N,...",
+                        help="with --overhead: configurations of each sweep (default 48,480,4800)")
+    parser.add_argument("--variants", type=_variants, default=["local"], metavar="NAMES",
+                        help=f"with --overhead: who drives the trials, among {', '.join(_bench.VARIANTS)} "
+                             "(default local)")
+    parser.add_argument("--rungs", type=types.rung_list, default=(10, 30, 90), metavar="B1,B2,...",
+                        help="with --overhead: the rung budgets (default 10,30,90)")
+    parser.add_argument("--source", type=_source, default=None, metavar="DIR",
+                        help="with --overhead: run the sweeps from the eve_search package in DIR (e.g. an older "
+                             "checkout, for a before/after table from one run) instead of this one")
+    parser.add_argument("--postgres", action="store_true",
+                        help="with --overhead: store every sweep in a throwaway PostgreSQL server started for the "
+                             "run (needs the postgresql binaries) instead of an SQLite file")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every figure as JSON")
 
 
@@ -52,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     from eve_search.cli.args import check_processes
     from eve_search.cli.args import UsageError
 
+    if args.overhead:
+        return _run_overhead(args)
 
     # Everything the sweeps' own command would refuse is refused here, before any process starts.
     problem = check_processes(args.jobs, "--jobs", configs=args.configs, force=args.force_jobs)
@@ -110,4 +143,58 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json(args.json, "bench-sweep", {"medians": medians, "runs": runs, "plain": plain, "hogs": args.hogs,
                                               "jobs": args.jobs})
+    return 0
+
+
+def _run_overhead(args: argparse.Namespace) -> int:
+    """``--overhead``: a sweep per scale and variant, each in a fresh process on a fresh store."""
+    ratio = args.backward_ratio or 2.0
+    rungs = tuple(args.rungs)
+    floor = _bench.import_floor()
+    print(f"bench sweep --overhead: adult --space {args.space}, rungs {','.join(map(str, rungs))}, ratio {ratio:g}, "
+          f"store {'PostgreSQL' if args.postgres else 'SQLite'}, {os.cpu_count()} CPUs, code "
+          f"{args.source or 'this checkout'}; import floor (torch, "
+          f"torch._dynamo, sqlalchemy, optuna in a fresh interpreter) {floor:.2f} s; load average before: "
+          f"{_bench._load()}", flush=True)
+    header = (f"{'optimizer':>9} {'variant':>7} {'configs':>7} {'trial-rungs':>11} {'training s':>10} {'sweep s':>8} "
+              f"{'ms/trial-rung':>13} {'build':>6} {'eval':>6} {'ckpt':>6} {'store':>6} {'decide':>6} "
+              f"{'writer':>6} {'peak MiB':>8} {'proc-train-floor s':>18}  load")
+    print(header, flush=True)
+    rows = []
+    database = None
+    context = None
+    if args.postgres:
+        from eve_search.testing import throwaway_postgres
+
+        context = throwaway_postgres()
+        database = context.__enter__()
+    try:
+        for optimizer in args.optimizers:
+            for configs in args.scales:
+                for variant in args.variants:
+                    storage = None
+                    if database is not None:
+                        storage = database(f"bench_{optimizer}_{variant}_{configs}_{len(rows)}")
+                    row = _bench.overhead_once(args.space, optimizer, configs, rungs, ratio, variant, storage,
+                                               args.source)
+                    row["process_minus_training_minus_floor"] = row["process"] - row["training"] - floor
+                    rows.append(row)
+                    parts = row["parts"]
+                    per = {key: 1000 * parts[key] / max(row["trial_rungs"], 1) if key in parts else None
+                           for key in ("load", "evaluate", "serialize", "store", "decide", "writer_cpu")}
+                    cells = "".join(f" {'-' if v is None else f'{v:.2f}':>6}" for v in per.values())
+                    print(f"{optimizer:>9} {variant:>7} {configs:>7} {row['trial_rungs']:>11} {row['training']:>10.2f} "
+                          f"{row['sweep']:>8.2f} {row['overhead_ms']:>13.2f}{cells} {row['peak_rss_mib']:>8.0f} "
+                          f"{row['process_minus_training_minus_floor']:>18.2f}  {row['load']}", flush=True)
+    finally:
+        if context is not None:
+            context.__exit__(None, None, None)
+    print("ms/trial-rung: (sweep seconds - training seconds) / trial-rungs (with jobs2, training seconds / 2); the "
+          "parts are ms per trial-rung of the in-process engine: build (trials built or loaded), eval, ckpt "
+          "(serializing checkpoints), store (handing results over), decide (rung decisions), writer (CPU of the store's "
+          f"writer thread, beside the training). Load average now {_bench._load()}.")
+    if args.json:
+        write_json(args.json, "bench-sweep-overhead", {"import_floor": floor, "rungs": list(rungs), "ratio": ratio,
+                                                       "source": None if args.source is None else str(args.source),
+                                                       "postgres": args.postgres, "rows": rows})
     return 0
