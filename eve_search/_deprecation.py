@@ -1,7 +1,8 @@
 """Old import paths of moved modules: each keeps working for one release, with a DeprecationWarning.
 
 An old module path is a three-line file at its old place (see :func:`alias`); an old package is a
-small package whose names are forwarded (:func:`forward`). Removed in eve-search 0.4.
+small package whose names are forwarded (:func:`forward`); names that moved out of a module that
+stays are looked up in a table of their new homes (:func:`moved_names`). Removed in eve-search 0.4.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 
-__all__ = ["alias", "forward", "moved"]
+__all__ = ["alias", "forward", "moved", "moved_names"]
 
 REMOVED_IN = "0.4"
 
@@ -70,11 +71,29 @@ def moved(package: str, names: dict[str, str]) -> Callable[[str], object]:
         'old.place.sep is deprecated and will be removed in eve-search 0.4; import os.sep instead'
     """
 
+    return moved_names(package, {name: f"{module}:{name}" for name, module in names.items()}, once=False)
+
+
+def moved_names(old: str, homes: Mapping[str, str], *, once: bool = True) -> Callable[[str], object]:
+    """A module ``__getattr__`` for the names that left the module ``old``: each name of ``homes`` is
+    read from its new home, ``"package.module:attribute"`` (or ``"package.module"`` for a module), with
+    a warning naming that home (``once``: only at the first read; the name is then set on ``old``); any
+    other missing name is an AttributeError, as usual.
+
+    Example (in ``old``'s file): ``__getattr__ = moved_names(__name__, {"_helper": "eve_search.x:helper"})``.
+    """
+
     def __getattr__(name: str) -> object:
-        if name not in names:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(names[name]), name)
-        _warn(f"{package}.{name}", f"{names[name]}.{name}", stacklevel=3)  # _warn <- __getattr__ <- the caller
+        if name not in homes:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        module_name, _, attribute = homes[name].partition(":")
+        value: object = importlib.import_module(module_name)
+        if attribute:
+            value = getattr(value, attribute)
+        new = f"{module_name}.{attribute}" if attribute else module_name
+        _warn(f"{old}.{name}", new, stacklevel=3)  # _warn <- __getattr__ <- the line reading the name
+        if once and old in sys.modules:  # warned once: ``from old import name`` reads it twice
+            sys.modules[old].__dict__[name] = value
         return value
 
     return __getattr__

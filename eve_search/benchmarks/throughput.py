@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.engine.batches import BatchStream
 from eve_search.optim.budget import CostMeter
 from eve_search.tasks.models import mlp
@@ -67,8 +68,7 @@ def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: in
     """Measure the four loops; see the module docstring."""
     if not seconds > 0:
         raise ValueError(f"Invalid seconds: {seconds!r} (expected > 0)")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise ValueError(f"Invalid rounds: {rounds!r} (expected an int >= 1)")
+    check_int("rounds", rounds, 1)
     data_generator = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, 107, generator=data_generator)
     y = torch.randint(0, 2, (rows,), generator=data_generator)

@@ -10,23 +10,19 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
-# The argument types and limits live in one place (eve_search.cli.args); the names commands and
-# scripts imported from here stay importable from here.
+# The argument types and limits live in one place (eve_search.cli.args). The names the former module
+# eve_search/cli.py had are read from their new homes by eve_search.cli's __getattr__ (deprecated).
 import eve_search.cli.args as _argtypes
-from eve_search.cli.args import COST_MODE_HELP  # noqa: F401 re-exported
 from eve_search.cli.args import fraction as _fraction
-from eve_search.cli.args import non_negative_int  # noqa: F401 re-exported
 from eve_search.cli.args import optimizer_list as _optimizer_list
-from eve_search.cli.args import positive_float as _positive_float  # noqa: F401 re-exported
-from eve_search.cli.args import positive_int as _positive_int  # noqa: F401 re-exported
 from eve_search.cli.args import rung_list as _rung_list
 from eve_search.cli.args import seed as _seed
 from eve_search.cli.args import seed_list
 from eve_search.cli.args import space_list as _space_list
-from eve_search.cli._common import (  # noqa: F401 re-exported (old eve_search.cli names)
+from eve_search.cli._common import (
     _command_label,
-    _default_storage,
     _import_plugins,
     _storage_url,
     check_output_path,
@@ -94,103 +90,143 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"(up to {_argtypes.MAX_FORCED_JOBS:,})")
 
 
-def _build_parser() -> _Parser:
-    parser = _Parser(prog="eve-search", description="Hyperparameter search with EvE as the inner-loop trainer.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    adult = commands.add_parser(
-        "adult", help="rank configurations on UCI Adult with synchronous successive halving",
-        description="Sample configurations of a search space once, train them on UCI Adult inside "
-                    "synchronous successive halving (top third promoted at each rung, trials resumed, "
-                    "never restarted) and report the best. Several optimizers run side by side on the "
-                    "same configurations, initial weights and batches.")
+def _configure_adult(parser: argparse.ArgumentParser) -> None:
     from eve_search.tasks.spaces import space_names
 
-    adult.add_argument("--space", required=True, type=_argtypes.name("a search space"), metavar="SPACE",
-                       help=f"search space ({', '.join(space_names())}, or one a --plugin registers)")
-    _add_run_arguments(adult)
+    parser.add_argument("--space", required=True, type=_argtypes.name("a search space"), metavar="SPACE",
+                        help=f"search space ({', '.join(space_names())}, or one a --plugin registers)")
+    _add_run_arguments(parser)
 
-    sweep = commands.add_parser(
-        "sweep", help="the same search on any registered task (e.g. one a --plugin module registers)",
-        description="Synchronous successive halving on a registered task: sample configurations of a search "
-                    "space, train them resumably under the evaluation-cost budget, report the best. "
-                    "`eve-search adult` is `eve-search sweep --task adult`.")
-    sweep.add_argument("--task", required=True, type=_argtypes.name("a registered task"), metavar="TASK",
-                       help="a registered task (adult, or one a "
-                       "--plugin module registers)")
-    sweep.add_argument("--space", type=_argtypes.name("a search space"), metavar="SPACE",
-                       help="search space (default: the task's first)")
-    _add_run_arguments(sweep)
 
-    rank = commands.add_parser("rank", help="ranking agreement between EvE and a reference trainer")
-    rank_data = rank.add_subparsers(dest="dataset", required=True, parser_class=_Parser)
-    rank_adult = rank_data.add_parser(
+def _configure_sweep(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--task", required=True, type=_argtypes.name("a registered task"), metavar="TASK",
+                        help="a registered task (adult, or one a "
+                        "--plugin module registers)")
+    parser.add_argument("--space", type=_argtypes.name("a search space"), metavar="SPACE",
+                        help="search space (default: the task's first)")
+    _add_run_arguments(parser)
+
+
+def _configure_rank(parser: argparse.ArgumentParser) -> None:
+    """Add the ``adult`` sub-command (and its options) to the ``rank`` parser."""
+    datasets = parser.add_subparsers(dest="dataset", required=True, parser_class=_Parser)
+    adult = datasets.add_parser(
         "adult", help="Kendall tau-b agreement of configuration rankings on UCI Adult (or --task TASK)",
         description="Compare how EvE and a reference trainer rank the same configurations: Kendall's tau-b "
                     "at every rung (paired by training seed, mean +- std over seeds, bootstrap intervals), the "
                     "paper's four reference comparisons, and each rung against the reference's final SHA "
                     "ordering. Sweeps already in the results store are reused; missing ones are trained, "
                     "resumably.")
-    rank_adult.add_argument("--space", type=_space_list, default=None, metavar="SPACES",
-                            help="comma-separated search spaces (default: the task's, for Adult hp,arch)")
-    rank_adult.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
-                            help="training seeds, e.g. 0-4 (default) or 0,1,2")
-    rank_adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
-                            help="the reference trainer (default: adam)")
-    rank_adult.add_argument("--json", type=Path, metavar="PATH", help="write every agreement as JSON")
-    rank_adult.add_argument("--task", default="adult", type=_argtypes.name("a registered task"), metavar="TASK",
-                            help="rank on another registered task (default: adult)")
-    _add_sweep_arguments(rank_adult)
+    adult.add_argument("--space", type=_space_list, default=None, metavar="SPACES",
+                       help="comma-separated search spaces (default: the task's, for Adult hp,arch)")
+    adult.add_argument("--seeds", type=seed_list, default=list(range(5)), metavar="SEEDS",
+                       help="training seeds, e.g. 0-4 (default) or 0,1,2")
+    adult.add_argument("--against", type=_optimizer_list, default=["adam"], metavar="NAME",
+                       help="the reference trainer (default: adam)")
+    adult.add_argument("--json", type=Path, metavar="PATH", help="write every agreement as JSON")
+    adult.add_argument("--task", default="adult", type=_argtypes.name("a registered task"), metavar="TASK",
+                       help="rank on another registered task (default: adult)")
+    _add_sweep_arguments(adult)
 
-    bench = commands.add_parser("bench", help="measure throughput")
-    bench_kinds = bench.add_subparsers(dest="bench", required=True, parser_class=_Parser)
-    tp = bench_kinds.add_parser(
-        "throughput",
-        help="charged units per second of EvE and Adam against the compute floor (Adult-sized MLP)",
-        description="Charged evaluation units per second of EvE and Adam on the Adult-sized MLP "
-                    "(107-256-256-2, batch 256, random data), against a tight forward-only loop (the "
-                    "compute floor) and a forward+backward loop, measured side by side in rounds.")
-    tp.add_argument("--seconds", type=_argtypes.seconds, default=2.0,
-                    help=f"wall seconds per loop per round (at most {_argtypes.MAX_SECONDS:g})")
-    tp.add_argument("--rounds", type=_argtypes.rounds, default=5,
-                    help=f"rounds (medians are reported; at most {_argtypes.MAX_ROUNDS})")
-    tp.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
-    from eve_search.cli.commands.bench_synthetic import configure_parser as configure_synthetic
 
-    configure_synthetic(bench_kinds.add_parser(
-        "synthetic", help="EvE vs Adam on the paper's seven scalable test functions (win/tie/loss per function)",
-        description="EvE against Adam (lr 0.1) on Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel, Sphere and "
-                    "Zakharov at fixed evaluation-cost budget (paper, Section 'Synthetic Scalable Benchmarks'): "
-                    "runs are recorded in the results store as they finish (a new command skips them), then "
-                    "every cell gets two one-sided Wilcoxon signed-rank tests paired by seed, Holm-Bonferroni "
-                    "corrected over all of them, and the win/tie/loss counts are printed beside the paper's."))
-    from eve_search.cli.commands.dashboard import configure_parser as configure_dashboard
+def _configure_bench_throughput(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seconds", type=_argtypes.seconds, default=2.0,
+                        help=f"wall seconds per loop per round (at most {_argtypes.MAX_SECONDS:g})")
+    parser.add_argument("--rounds", type=_argtypes.rounds, default=5,
+                        help=f"rounds (medians are reported; at most {_argtypes.MAX_ROUNDS})")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON")
 
-    configure_dashboard(commands.add_parser("dashboard", help="draw a results store as one HTML page of charts"))
-    from eve_search.cli.commands.mnist import configure_parser as configure_mnist
 
-    configure_mnist(commands.add_parser(
-        "mnist", help="the paper's MLP/MNIST protocol on MNIST-format data (default: Fashion-MNIST)"))
-    from eve_search.cli.commands.lora import configure_parser as configure_lora
+class Command(NamedTuple):
+    """One row of :data:`COMMANDS`: where the command's code is, and what ``--help`` says about it."""
 
-    configure_lora(commands.add_parser(
-        "lora", help="the paper's LoRA protocol: adapters on a frozen causal LM (default: a small built-in Qwen2)"))
-    from eve_search.cli.commands.audit import configure_parser as configure_audit
+    run: str  # "module:function" that runs the parsed command and returns the exit code
+    configure: str  # "module:function" that adds the command's arguments to its (sub)parser
+    help: str  # the command's line in its parent's --help
+    description: str | None = None  # the top of the command's own --help (None: set by configure, or none)
 
-    configure_audit(commands.add_parser(
-        "audit", help="proxy audit: what a trustworthy ranking costs per trainer (tau, top-1 regret, wall time)"))
-    from eve_search.cli.commands.bench_sweep import configure_parser as configure_bench_sweep
 
-    configure_bench_sweep(bench_kinds.add_parser(
-        "sweep", help="a whole sweep's process time against its training time, EvE vs Adam, beside a plain loop"))
-    from eve_search.cli.commands.bench_memory import configure_parser as configure_memory
+# The command table, in --help order. A two-word name is a kind of a command group (``bench``, see
+# GROUPS). Every function is named as "module:function" and imported when it is needed: the
+# configure functions when the parser is built, the run function only when its command runs
+# (``eve-search adult --help`` runs none and loads no optional dependency: Ray, Optuna, transformers).
+COMMANDS: dict[str, Command] = {
+    "adult": Command(
+        "eve_search.cli._main:_sweep", "eve_search.cli._main:_configure_adult",
+        "rank configurations on UCI Adult with synchronous successive halving",
+        "Sample configurations of a search space once, train them on UCI Adult inside synchronous successive "
+        "halving (top third promoted at each rung, trials resumed, never restarted) and report the best. Several "
+        "optimizers run side by side on the same configurations, initial weights and batches."),
+    "sweep": Command(
+        "eve_search.cli._main:_sweep", "eve_search.cli._main:_configure_sweep",
+        "the same search on any registered task (e.g. one a --plugin module registers)",
+        "Synchronous successive halving on a registered task: sample configurations of a search space, train "
+        "them resumably under the evaluation-cost budget, report the best. `eve-search adult` is `eve-search "
+        "sweep --task adult`."),
+    "rank": Command(
+        "eve_search.cli._main:_rank", "eve_search.cli._main:_configure_rank",
+        "ranking agreement between EvE and a reference trainer"),
+    "bench throughput": Command(
+        "eve_search.cli._main:_bench_throughput", "eve_search.cli._main:_configure_bench_throughput",
+        "charged units per second of EvE and Adam against the compute floor (Adult-sized MLP)",
+        "Charged evaluation units per second of EvE and Adam on the Adult-sized MLP (107-256-256-2, batch 256, "
+        "random data), against a tight forward-only loop (the compute floor) and a forward+backward loop, "
+        "measured side by side in rounds."),
+    "bench synthetic": Command(
+        "eve_search.cli.commands.bench_synthetic:run", "eve_search.cli.commands.bench_synthetic:configure_parser",
+        "EvE vs Adam on the paper's seven scalable test functions (win/tie/loss per function)",
+        "EvE against Adam (lr 0.1) on Ackley, Griewank, Rastrigin, Rosenbrock, Schwefel, Sphere and Zakharov at "
+        "fixed evaluation-cost budget (paper, Section 'Synthetic Scalable Benchmarks'): runs are recorded in the "
+        "results store as they finish (a new command skips them), then every cell gets two one-sided Wilcoxon "
+        "signed-rank tests paired by seed, Holm-Bonferroni corrected over all of them, and the win/tie/loss "
+        "counts are printed beside the paper's."),
+    "bench sweep": Command(
+        "eve_search.cli.commands.bench_sweep:run", "eve_search.cli.commands.bench_sweep:configure_parser",
+        "a whole sweep's process time against its training time, EvE vs Adam, beside a plain loop"),
+    "bench memory": Command(
+        "eve_search.cli.commands.bench_memory:run", "eve_search.cli.commands.bench_memory:configure_parser",
+        "peak memory of EvE and Adam over 200 iterations, each in a fresh process"),
+    "bench matmul": Command(
+        "eve_search.cli.commands.bench_matmul:run", "eve_search.cli.commands.bench_matmul:configure_parser",
+        "Linear's training step on PyTorch's default matrix library and on oneDNN"),
+    "dashboard": Command(
+        "eve_search.cli.commands.dashboard:run", "eve_search.cli.commands.dashboard:configure_parser",
+        "draw a results store as one HTML page of charts"),
+    "mnist": Command(
+        "eve_search.cli.commands.mnist:run", "eve_search.cli.commands.mnist:configure_parser",
+        "the paper's MLP/MNIST protocol on MNIST-format data (default: Fashion-MNIST)"),
+    "lora": Command(
+        "eve_search.cli.commands.lora:run", "eve_search.cli.commands.lora:configure_parser",
+        "the paper's LoRA protocol: adapters on a frozen causal LM (default: a small built-in Qwen2)"),
+    "audit": Command(
+        "eve_search.cli.commands.audit:run", "eve_search.cli.commands.audit:configure_parser",
+        "proxy audit: what a trustworthy ranking costs per trainer (tau, top-1 regret, wall time)"),
+}
 
-    configure_memory(bench_kinds.add_parser(
-        "memory", help="peak memory of EvE and Adam over 200 iterations, each in a fresh process"))
-    from eve_search.cli.commands.bench_matmul import configure_parser as configure_matmul
+# The command groups: a group's kinds are the COMMANDS named "<group> <kind>"; the kind chosen is
+# the parsed argument named after the group (``args.bench``).
+GROUPS: dict[str, str] = {"bench": "measure throughput"}
 
-    configure_matmul(bench_kinds.add_parser(
-        "matmul", help="Linear's training step on PyTorch's default matrix library and on oneDNN"))
+
+def _function(target: str) -> Callable[..., Any]:
+    """The function a "module:function" entry of :data:`COMMANDS` names, imported now."""
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(prog="eve-search", description="Hyperparameter search with EvE as the inner-loop trainer.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    kinds: dict[str, argparse._SubParsersAction] = {}
+    for key, command in COMMANDS.items():
+        group, _, kind = key.rpartition(" ")
+        if group and group not in kinds:  # the group's own parser, where its first kind is listed
+            kinds[group] = commands.add_parser(group, help=GROUPS[group]).add_subparsers(
+                dest=group, required=True, parser_class=_Parser)
+        parent = kinds[group] if group else commands
+        _function(command.configure)(parent.add_parser(kind, help=command.help, description=command.description))
     return parser
 
 
@@ -364,31 +400,10 @@ def _start_workers_early(argv: Sequence[str]) -> None:
         start_worker_server()
 
 
-# The command table: the function that runs each command (``bench`` by its kind), as
-# "module:function", imported only when that command runs (``eve-search adult --help`` loads none).
-COMMANDS: dict[str, str] = {
-    "adult": "eve_search.cli._main:_sweep",
-    "sweep": "eve_search.cli._main:_sweep",
-    "rank": "eve_search.cli._main:_rank",
-    "audit": "eve_search.cli.commands.audit:run",
-    "dashboard": "eve_search.cli.commands.dashboard:run",
-    "mnist": "eve_search.cli.commands.mnist:run",
-    "lora": "eve_search.cli.commands.lora:run",
-    "bench throughput": "eve_search.cli._main:_bench_throughput",
-    "bench memory": "eve_search.cli.commands.bench_memory:run",
-    "bench matmul": "eve_search.cli.commands.bench_matmul:run",
-    "bench sweep": "eve_search.cli.commands.bench_sweep:run",
-    "bench synthetic": "eve_search.cli.commands.bench_synthetic:run",
-}
-
-
 def _runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     """The function of :data:`COMMANDS` that runs the parsed command."""
-    import importlib
-
-    key = f"{args.command} {args.bench}" if args.command == "bench" else args.command
-    module, _, name = COMMANDS[key].partition(":")
-    return getattr(importlib.import_module(module), name)
+    key = f"{args.command} {getattr(args, args.command)}" if args.command in GROUPS else args.command
+    return _function(COMMANDS[key].run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eve_search._checks import check_int
 from eve_search.data._files import DataFile, format_size
 
 __all__ = [
@@ -113,8 +114,7 @@ TASK_FAMILIES: tuple[Callable[[np.random.Generator], Record], ...] = (
 
 def generate_instructions(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[Record]:
     """``count`` records, each from a task family drawn uniformly, all from one numpy generator."""
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"Invalid count: {count!r} (expected an int >= 1)")
+    check_int("count", count, 1)
     rng = np.random.default_rng(seed)
     return [TASK_FAMILIES[int(rng.integers(len(TASK_FAMILIES)))](rng) for _ in range(count)]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import check_int
 from eve_search._openmp import child_environment
 from eve_search.engine import MAX_JOBS
 
@@ -37,8 +38,7 @@ _PRELOAD = ["torch", "torch._dynamo", "eve_search.engine.trial", "eve_search.eng
 def check_jobs(jobs: Any) -> int:
     """``jobs`` worker processes: an int from 1 to 1024 (each is a process holding its own PyTorch; the
     command line also keeps it within --configs and 4 x the CPUs, see :mod:`eve_search.cli.args`)."""
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ValueError(f"Invalid jobs: {jobs!r} (expected an int >= 1 of worker processes)")
+    check_int("jobs", jobs, 1, detail=" of worker processes")
     if jobs > MAX_JOBS:
         raise ValueError(f"Invalid jobs: {jobs!r} (expected at most {MAX_JOBS} worker processes: each is a "
                          "process holding its own PyTorch)")

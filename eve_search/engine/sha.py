@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -152,10 +153,8 @@ class SynchronousSuccessiveHalving:
                  workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
                  job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES,
                  evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
-        if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
-            raise ValueError(f"Invalid trials: {trials!r} (expected an int >= 1)")
-        if not isinstance(keep_bytes, int) or isinstance(keep_bytes, bool) or keep_bytes < 0:
-            raise ValueError(f"Invalid keep_bytes: {keep_bytes!r} (expected an int >= 0)")
+        check_int("trials", trials, 1)
+        check_int("keep_bytes", keep_bytes, 0)
         self.trials = trials
         self.make_trial = make_trial
         self.store = store

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.engine._background import BackgroundStore
 from eve_search.engine._workers import TrialJob, TrialWorkers, check_jobs
 from eve_search.optim.budget import check_cost_mode
@@ -86,10 +87,8 @@ class SweepSettings:
         get_space(self.space)
         for name in ("seed", "config_seed"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
-        if isinstance(self.configs, bool) or not isinstance(self.configs, int) or self.configs < 1:
-            raise ValueError(f"Invalid configs: {self.configs!r} (expected an int >= 1)")
+            check_int(name, value, 0)
+        check_int("configs", self.configs, 1)
         check_cost_mode(self.cost_mode)
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from eve_search._checks import check_int
 from eve_search.engine.batches import BatchStream
 from eve_search.optim.budget import CostMeter
 from eve_search.engine.checkpoint import (
@@ -115,9 +116,7 @@ def _load_model_state(model: torch.nn.Module, saved: dict[str, Any]) -> None:
 
 
 def _check_whole(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 0)")
-    return int(value)
+    return check_int(name, value, 0, types=(int, np.integer))
 
 
 class Trial:

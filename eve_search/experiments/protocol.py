@@ -51,6 +51,7 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.analysis.summary import mean_std
 from eve_search.optim.budget import check_cost_mode
 from eve_search._imports import require
@@ -126,11 +127,9 @@ class ProtocolSettings:
                 raise ValueError(f"Invalid learning rate: {lr!r} (expected a finite number > 0)")
         for name, value in (("budget", self.budget), ("eval_every", self.eval_every),
                             ("calibration_units", self.calibration_units)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1)")
-        if self.subset is not None and (isinstance(self.subset, bool) or not isinstance(self.subset, int)
-                                        or self.subset < 1):
-            raise ValueError(f"Invalid subset: {self.subset!r} (expected an int >= 1 or None)")
+            check_int(name, value, 1)
+        if self.subset is not None:
+            check_int("subset", self.subset, 1, detail=" or None")
         check_cost_mode(self.cost_mode)
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError("Invalid backward_ratio: only the calibrated cost mode takes a frozen ratio")

@@ -23,6 +23,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
+from eve_search._checks import check_int
 from eve_search.integrations._optuna_pruner import _THREAD, SynchronousSHAPruner
 
 __all__ = ["optimize_in_cohorts"]
@@ -110,8 +111,8 @@ class _Gate:
 
 
 def _check_count(name: str, value: Any) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1, or None)")
+    if value is not None:
+        check_int(name, value, 1, detail=", or None")
 
 
 def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial], Any], n_trials: int | None = None,

@@ -43,6 +43,7 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
+from eve_search._checks import check_int
 from eve_search._openmp import child_environment
 from eve_search.engine.checkpoint import CheckpointError, remove_checkpoint, save_atomically
 from eve_search.engine.ledger import (
@@ -96,8 +97,8 @@ def worker_storage(url: str, *, heartbeat_interval: int = 2, grace_period: int |
         2 8
     """
     for name, value in (("heartbeat_interval", heartbeat_interval), ("grace_period", grace_period)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1 of seconds)")
+        if value is not None:
+            check_int(name, value, 1, detail=" of seconds")
     grace = 4 * heartbeat_interval if grace_period is None else grace_period
     sqlite = url.startswith("sqlite")
     engine_kwargs = {"connect_args": {"timeout": 60}} if sqlite else {}
@@ -508,8 +509,7 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     """
     task = get_task(task) if isinstance(task, str) else task
     space = get_space(space) if isinstance(space, str) else space
-    if isinstance(n_trials, bool) or not isinstance(n_trials, int) or n_trials < 1:
-        raise ValueError(f"Invalid n_trials: {n_trials!r} (expected an int >= 1)")
+    check_int("n_trials", n_trials, 1)
     rungs = check_rungs(rungs)
     fraction = check_fraction(fraction)
     try:
@@ -690,8 +690,7 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     """
     from eve_search.engine.trial import warm_up
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"Invalid workers: {workers!r} (expected an int >= 1)")
+    check_int("workers", workers, 1)
     store = sweep.store
     warm_up(sweep.settings.optimizer)
     started = time.perf_counter()

@@ -30,6 +30,7 @@ from optuna.storages import InMemoryStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
+from eve_search._checks import check_int
 from eve_search.engine.ledger import (
     PROMOTED_FRACTION,
     RungDecision,
@@ -277,8 +278,8 @@ class SynchronousSHAPruner(BasePruner):
             self.fraction = check_fraction(1.0 / reduction_factor if fraction is None else fraction)
         self.min_resource, self.reduction_factor, self.max_resource = min_resource, reduction_factor, max_resource
         for name, count in (("cohort_size", cohort_size), ("n_trials", n_trials)):
-            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
-                raise ValueError(f"Invalid {name}: {count!r} (expected an int >= 1, or None)")
+            if count is not None:
+                check_int(name, count, 1, detail=", or None")
         for name, value in (("timeout", timeout), ("poll_interval", poll_interval), ("stall_seconds", stall_seconds)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from eve_search._checks import check_int
 from eve_search.optim._operators import latin_hypercube, proximity_population
 
 __all__ = ["INITIALIZATIONS", "initial_population", "make_generators"]
@@ -19,8 +20,7 @@ INITIALIZATIONS = ("proximity", "lhs")
 
 def make_generators(seed: int, device: torch.device) -> tuple[torch.Generator, torch.Generator]:
     """The (initialization, step) generator pair of one run, derived from one integer seed."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"Invalid seed: {seed!r} (expected an int >= 0)")
+    check_int("seed", seed, 0, types=(int, np.integer))
     # Independent streams from one seed, so the two generators never share a sequence.
     init_seed, step_seed = np.random.SeedSequence(int(seed)).generate_state(2, dtype=np.uint64)
     init_generator = torch.Generator(device=device)

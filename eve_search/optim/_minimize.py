@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
@@ -207,8 +208,8 @@ def minimize(
     check_hyperparameters(hyper)
     if init not in INITIALIZATIONS:
         raise ValueError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
-    if dim is not None and (not isinstance(dim, int) or isinstance(dim, bool) or dim < 1):
-        raise ValueError(f"Invalid dim: {dim!r} (expected an int >= 1)")
+    if dim is not None:
+        check_int("dim", dim, 1)
     if meter is None:
         meter = CostMeter(budget)
     elif not isinstance(meter, CostMeter):

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch.optim.adam import adam
 
+from eve_search._checks import check_int
 from eve_search.optim._operators import (
     de_child,
     jittered_weight,
@@ -56,8 +57,7 @@ def check_hyperparameters(h: EvEHyperparameters) -> None:
                          "target plus three distinct donors, so at least 4)")
     if not _is_number(h.lr) or h.lr < 0:
         raise ValueError(f"Invalid learning rate: {h.lr!r} (expected a finite number >= 0)")
-    if not isinstance(h.n_adam, int) or isinstance(h.n_adam, bool) or h.n_adam < 0:
-        raise ValueError(f"Invalid n_adam: {h.n_adam!r} (expected an int >= 0; 0 turns the fallback off)")
+    check_int("n_adam", h.n_adam, 0, detail="; 0 turns the fallback off")
     if not _is_number(h.weight_decay) or h.weight_decay < 0:
         raise ValueError(f"Invalid weight_decay: {h.weight_decay!r} (expected a finite number >= 0)")
     if len(h.betas) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in h.betas):

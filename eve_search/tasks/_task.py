@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from eve_search._checks import check_int
 from eve_search.data._splits import Splits
 
 __all__ = ["MODES", "Config", "Splits", "Task", "check_batch_size", "classification_metrics", "cross_entropy_loss"]
@@ -75,8 +76,7 @@ class Task:
             raise ValueError(f"Invalid name: {self.name!r} (expected letters, digits, '-' or '_')")
         if self.mode not in MODES:
             raise ValueError(f"Invalid mode: {self.mode!r} (expected 'max' or 'min')")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ValueError(f"Invalid batch_size: {self.batch_size!r} (expected an int >= 1)")
+        check_int("batch_size", self.batch_size, 1)
         for name in ("load_data", "build_model", "loss", "metrics", "cost_key"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"Invalid {name}: {getattr(self, name)!r} (expected a callable)")

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import check_int
 from eve_search.tasks._task import Config
 from eve_search.tasks.models import hidden_layers
 
@@ -258,10 +259,8 @@ class SearchSpace:
 
     def sample(self, count: int = 48, seed: int = 0) -> list[Config]:
         """``count`` configurations from configuration seed ``seed`` (the same every time)."""
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise ValueError(f"Invalid count: {count!r} (expected an int >= 1)")
-        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"Invalid seed: {seed!r} (expected an int >= 0)")
+        check_int("count", count, 1)
+        check_int("seed", seed, 0)
         generator = torch.Generator().manual_seed(seed)
         return [self.draw(generator) for _ in range(count)]
 

@@ -182,6 +182,7 @@ def test_huge_integers_are_compared_not_converted(text):
     assert time.perf_counter() - started < 1
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the warnings: tests/cli/test_init.py
 def test_old_cli_names_resolve_to_the_argument_types():
     from eve_search import cli
 

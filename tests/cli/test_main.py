@@ -70,6 +70,7 @@ def test_the_command_table_runs_every_command_the_parser_accepts_and_nothing_els
     kinds = next(a for a in commands["bench"]._actions if a.dest == "bench").choices
     accepted = {name for name in commands if name != "bench"} | {f"bench {kind}" for kind in kinds}
     assert set(_main.COMMANDS) == accepted
-    for target in _main.COMMANDS.values():
-        module, _, name = target.partition(":")
-        assert callable(getattr(importlib.import_module(module), name))
+    for command in _main.COMMANDS.values():
+        for target in (command.run, command.configure):
+            module, _, name = target.partition(":")
+            assert callable(getattr(importlib.import_module(module), name))

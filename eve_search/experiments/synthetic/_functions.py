@@ -48,6 +48,8 @@ from dataclasses import dataclass
 
 import torch
 
+from eve_search._checks import check_int
+
 __all__ = ["FUNCTIONS", "TestFunction", "function_names", "objective"]
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
@@ -151,6 +153,5 @@ def objective(name: str, n: int, *, dtype: torch.dtype = torch.float32,
     if name not in FUNCTIONS:
         raise ValueError(f"Invalid function: {name!r} (expected one of {', '.join(FUNCTIONS)})")
     spec = FUNCTIONS[name]
-    if isinstance(n, bool) or not isinstance(n, int) or n < spec.min_dim:
-        raise ValueError(f"Invalid n: {n!r} (expected an int >= {spec.min_dim} for {name})")
+    check_int("n", n, spec.min_dim, detail=f" for {name}")
     return spec.build(n, dtype, None if device is None else torch.device(device))

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from eve_search._checks import check_int
 from eve_search._imports import require
 from eve_search.tasks.lora._tokenizer import BYTE_VOCAB_SIZE
 
@@ -213,8 +214,7 @@ def add_lora(base: nn.Module, *, rank: int, alpha: float, generator: torch.Gener
         >>> all(p.abs().sum() == 0 for n, p in model.named_parameters() if "lora_B" in n)
         True
     """
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-        raise ValueError(f"Invalid rank: {rank!r} (expected an int >= 1)")
+    check_int("rank", rank, 1)
     if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha > 0):
         raise ValueError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
     peft = require("peft", "lora")

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from eve_search._checks import check_int
 from eve_search._imports import require
 from eve_search.data._instructions import load_instructions
 from eve_search.tasks.lora._model import (
@@ -78,8 +79,7 @@ class LoraSettings:
                  val_size: int = 16, test_size: int = 64, eval_batch: int = 16) -> None:
         for name, value in (("max_length", max_length), ("val_size", val_size), ("test_size", test_size),
                             ("eval_batch", eval_batch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Invalid {name}: {value!r} (expected an int >= 1)")
+            check_int(name, value, 1)
         if max_length < 2:
             raise ValueError(f"Invalid max_length: {max_length} (expected >= 2: a prompt token and a response token)")
         self.model_path = None if model_path is None else os.fspath(model_path)
@@ -87,8 +87,7 @@ class LoraSettings:
         default_rank = 8 if self.model_path is None else 32
         self.rank = default_rank if rank is None else rank
         self.alpha = float(2 * self.rank if alpha is None else alpha)
-        if isinstance(self.rank, bool) or not isinstance(self.rank, int) or self.rank < 1:
-            raise ValueError(f"Invalid rank: {self.rank!r} (expected an int >= 1)")
+        check_int("rank", self.rank, 1)
         if not self.alpha > 0:
             raise ValueError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
         self.max_length, self.val_size, self.test_size, self.eval_batch = max_length, val_size, test_size, eval_batch
