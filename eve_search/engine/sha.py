@@ -209,6 +209,11 @@ class SynchronousSuccessiveHalving:
             trial = self._bring_to(index, trial, self.rungs.index(budget))
         return trial.evaluate(split)
 
+    def replay(self, index: int, budget: int) -> Trial:
+        """A fresh trial ``index`` trained through every rung budget up to ``budget`` (a rung budget):
+        exactly the state it had when it reported there."""
+        return self._bring_to(index, self.make_trial(index), self.rungs.index(budget))
+
     def _bring_to(self, index: int, trial: Trial, rung: int) -> Trial:
         """``trial`` trained to rung ``rung``'s budget through every earlier rung budget in order (each
         one is a stopping point of its trajectory), so a stale or missing checkpoint is replayed into
@@ -292,7 +297,8 @@ class SynchronousSuccessiveHalving:
                    "backward_passes": backward}
         if self.details is not None:
             details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint,
-                                                      self.evaluate_checkpoint), metrics))
+                                                      self.evaluate_checkpoint, budget=self.rungs[rung]),
+                                        metrics))
         evaluated = time.perf_counter()
         self.store.record(index, self.rungs[rung], details, checkpoint)
         self.seconds["train"] += waited - start  # waiting for the workers
@@ -367,13 +373,19 @@ class _TrainedTrial:
     with ``evaluate_checkpoint``, metrics come from the saved model alone)."""
 
     def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes,
-                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None, *,
+                 budget: int | None = None) -> None:
         self._make_trial, self._index, self._score, self._checkpoint = make_trial, index, score, checkpoint
+        self.index, self.budget = index, budget
         self._evaluate_checkpoint = evaluate_checkpoint
         self._trial: Trial | None = None
 
     def score(self, metrics: dict[str, float]) -> float:
         return self._score
+
+    def checkpoint_bytes(self) -> bytes:
+        """The worker's checkpoint of this trial (what :meth:`Trial.to_bytes` would give)."""
+        return self._checkpoint
 
     def _rebuilt(self) -> Trial:
         if self._trial is None:

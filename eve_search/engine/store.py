@@ -382,6 +382,14 @@ class SweepStore:
             where = f"#{frozen.number} (configuration {index})"
             details[index] = {check_rung(self.name, where, k, v, self._budgets): v
                               for k, v in frozen.user_attrs.items() if k.startswith("rung_")}
+        best = self.study.user_attrs.get("best_test")
+        if best is not None:  # the test metrics of the best result, taken when its trial had ended
+            record = details.get(best.get("index"), {}).get(best.get("budget")) if isinstance(best, dict) else None
+            if record is None or not _metrics(best.get("test")):
+                raise altered(self.name, "best_test", best, "the index and budget of a recorded result and its "
+                              "test metrics")
+            if record.get("test") is None:
+                record["test"] = best["test"]
         return details
 
     def finished(self) -> set[int]:
@@ -445,6 +453,12 @@ class SweepStore:
         checkpoint once its rung has promoted it, after the result (a result without the checkpoint of
         its rung is replayed exactly on resume, see :class:`~eve_search.engine.sha.SynchronousSuccessiveHalving`)."""
         save_atomically(checkpoint, self.checkpoint_path(index))
+
+    def add_test(self, index: int, budget: int, test: dict[str, float]) -> None:
+        """The test metrics ``test`` of configuration ``index``'s result at rung ``budget`` (the best
+        validation result of the sweep, scored on the test set once, when its trial may have ended):
+        kept as the study attribute ``best_test`` and read back into that record by :meth:`rung_details`."""
+        self.study.set_user_attr("best_test", {"index": int(index), "budget": int(budget), "test": dict(test)})
 
     def eliminate(self, indices: list[int]) -> None:
         """These trials stopped at a rung: PRUNED, checkpoint deleted (a pruned trial never trains again)."""

@@ -161,6 +161,9 @@ class Sweep:
         self._started = time.perf_counter()
         self._elapsed_before = float(store.get("wall_seconds", 0.0))
         self._best: float | None = None
+        # The best validation result of this run so far: (score, (budget, index), checkpoint bytes or
+        # None when it was recorded before this run), for the test metrics taken once at the end.
+        self._best_seen: tuple[float, tuple[int, int], bytes | None] | None = None
         self.calibration_notes: list[str] = []  # ratios that could not be measured reliably (also on stderr)
 
     def start_clock(self) -> None:
@@ -252,6 +255,50 @@ class Sweep:
         self._best = score
         return {"test": trial.evaluate("test")}
 
+    def note_best(self, trial: Any, metrics: dict[str, float]) -> dict[str, Any]:
+        """The in-process engine's ``details`` hook: keep the state of the best validation result so far
+        (a serialized checkpoint, a handful per sweep), so that the test set is scored once, for the
+        best result found (:meth:`test_best`), not at every improvement. Records nothing itself.
+
+        "Best" is :meth:`~eve_search.engine.store.SweepStore.best_found`'s order: the higher score
+        (lower in "min" mode), ties to the earlier rung, then the configuration sampled first; NaN never.
+        """
+        score = trial.score(metrics)
+        if math.isnan(score):
+            return {}
+        key = (int(trial.budget), int(trial.index))
+        if self._best_seen is None:  # after a restart: the best recorded so far, its state not at hand
+            details = self.store.rung_details()
+            best = self.store.best_found(details, self.task.mode) if any(details.values()) else None
+            if best is not None and not math.isnan(best["score"]):
+                self._best_seen = (best["score"], (best["budget"], best["index"]), None)
+        if self._best_seen is not None:
+            seen, seen_key, _ = self._best_seen
+            sign = 1.0 if self.task.mode == "max" else -1.0
+            if not (sign * score > sign * seen or (score == seen and key < seen_key)):
+                return {}
+        checkpoint = trial.checkpoint_bytes() if hasattr(trial, "checkpoint_bytes") else trial.to_bytes()
+        self._best_seen = (score, key, checkpoint)
+        return {}
+
+    def test_best(self, replay: Callable[[int, int], Trial]) -> None:
+        """Score the test set once for the best validation result found (when its record has no test
+        metrics yet) and add them to that record: from the state :meth:`note_best` kept, else (a
+        resumed run) from ``replay(index, budget)``, the trial retrained to that rung budget exactly."""
+        details = self.store.rung_details()
+        if not any(details.values()):
+            return
+        best = self.store.best_found(details, self.task.mode)
+        if best["test"] is not None or math.isnan(best["score"]):
+            return
+        index, budget = best["index"], best["budget"]
+        kept = self._best_seen
+        if kept is not None and kept[1] == (budget, index) and kept[2] is not None:
+            test = self.evaluate_checkpoint(index, kept[2], "test")
+        else:
+            test = replay(index, budget).evaluate("test")
+        self.store.add_test(index, budget, test)
+
     def run(self, progress: ProgressCallback | None = None, *, jobs: int | None = None) -> SweepResult:
         """Calibrate, train every rung not yet in the store, and summarize.
 
@@ -313,10 +360,11 @@ class Sweep:
         try:
             engine = SynchronousSuccessiveHalving(
                 len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
-                details=self.test_details, on_result=on_result, workers=workers,
+                details=self.note_best, on_result=on_result, workers=workers,
                 make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
                 job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint)
             reports = engine.run()
+            self.test_best(engine.replay)
             winner = writer.get("winner")
             if winner is None:
                 final = reports[-1]

@@ -23,16 +23,64 @@ def test_a_prepared_sweep_runs_and_summarizes(tmp_path):
     assert sweep.store.get("winner")["index"] == result.winner["index"]
 
 
-def test_test_metrics_are_taken_only_for_strict_improvements(tmp_path):
-    sweep = prepare_sweep(settings(), storage=f"sqlite:///{tmp_path / 'r.db'}", checkpoint_dir=tmp_path)
-    sweep.run()
+def _tested(sweep):
     details = sweep.store.rung_details()
-    tested = sorted(((budget, index), d["score"]) for index, rungs in details.items() for budget, d in rungs.items()
-                    if "test" in d)
-    scores_in_order = [d["score"] for _, rungs in sorted(details.items()) for _, d in sorted(rungs.items())]
-    assert tested and len(tested) <= len(scores_in_order)
-    best = max(scores_in_order)
-    assert max(score for _, score in tested) == best
+    return {(budget, index): d["test"] for index, rungs in details.items() for budget, d in rungs.items()
+            if d.get("test") is not None}
+
+
+@pytest.mark.parametrize("jobs", [None, 2])
+def test_the_test_set_is_scored_once_for_the_best_result_found(tmp_path, monkeypatch, jobs):
+    from eve_search.tasks import Task
+
+    splits = []
+    evaluate = Task.evaluate
+
+    def counting(self, model, data, split="val"):
+        splits.append(split)
+        return evaluate(self, model, data, split)
+
+    monkeypatch.setattr(Task, "evaluate", counting)
+    sweep = prepare_sweep(settings(configs=9), storage=f"sqlite:///{tmp_path / 'r.db'}", checkpoint_dir=tmp_path)
+    result = sweep.run(jobs=jobs)
+    assert splits.count("test") == 2  # the best result found, and the winner
+    best = (result.best["budget"], result.best["index"])
+    assert list(_tested(sweep)) == [best]
+    # The test metrics are those of the weights that scored best, retrained here from nothing (with one
+    # thread, as the --jobs workers train).
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1 if jobs else threads)
+    try:
+        replayed = Trial("tiny", result.best["config"], "eve", seed=0, index=best[1], backward_ratio=2.0)
+        for budget in (30, 60):
+            if budget <= best[0]:
+                replayed.train_to(budget)
+        test = replayed.evaluate("test")
+    finally:
+        torch.set_num_threads(threads)
+    assert result.best["test"] == _tested(sweep)[best] == test
+
+
+def test_a_killed_sweep_scores_the_best_result_on_the_test_set_by_replaying_it(tmp_path, monkeypatch):
+    reference = prepare_sweep(settings(), storage=f"sqlite:///{tmp_path / 'a.db'}", checkpoint_dir=tmp_path / "a").run()
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    sweep = prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path / "b")
+
+    class Killed(Exception):
+        pass
+
+    def killed(index, budget):  # the process ends before the best's test metrics are taken
+        raise Killed
+
+    monkeypatch.setattr(type(sweep), "test_best", lambda self, replay: killed(0, 0))
+    with pytest.raises(Killed):
+        sweep.run()
+    monkeypatch.undo()
+    resumed = prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path / "b", resume=True).run()
+    assert resumed.trained == 0  # every result came from the store; the best was retrained only for its test
+    assert resumed.best == reference.best and resumed.winner == reference.winner
 
 
 def test_everything_that_can_fail_fails_before_training(tmp_path, monkeypatch):
