@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
-__all__ = ["check_int"]
+__all__ = ["check_int", "with_overrides"]
+
+_Options = TypeVar("_Options")
 
 
 def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = (int,), detail: str = "") -> int:
@@ -38,3 +42,50 @@ def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = 
     if isinstance(value, bool) or not isinstance(value, types) or value < minimum:
         raise ValueError(f"Invalid {name}: {value!r} (expected an int >= {minimum}{detail})")
     return int(value)
+
+
+def with_overrides(function: str, cls: type[_Options], options: _Options | None,
+                   overrides: Mapping[str, Any]) -> _Options:
+    """``options`` (``cls()`` when None) with the fields named in ``overrides`` replaced, validated again.
+
+    For a function that takes an options dataclass plus its fields as keywords (``**overrides``): the
+    keywords win over the object, and a keyword that is no field is refused as Python refuses one.
+
+    Args:
+        function: the function's name, as the message shows it.
+        cls: the options dataclass (frozen, validating in ``__post_init__``).
+        options: an instance of ``cls``, or None for the defaults.
+        overrides: field values given as keywords.
+
+    Returns:
+        the options to use (``options`` itself when there is nothing to override).
+
+    Raises:
+        TypeError: ``{function}() got an unexpected keyword argument {name!r}``, or ``Invalid options``
+            when ``options`` is not a ``cls``.
+        ValueError: from ``cls``'s own checks, for a bad value.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Knobs:
+        ...     size: int = 4
+        ...     def __post_init__(self):
+        ...         check_int("size", self.size, 1)
+        >>> with_overrides("run", Knobs, None, {"size": 8})
+        Knobs(size=8)
+        >>> with_overrides("run", Knobs, Knobs(size=2), {"colour": 1})
+        Traceback (most recent call last):
+        ...
+        TypeError: run() got an unexpected keyword argument 'colour'
+    """
+    if options is None:
+        options = cls()
+    elif not isinstance(options, cls):
+        raise TypeError(f"Invalid options: {options!r} (expected a {cls.__name__} or None)")
+    if not overrides:
+        return options
+    names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for name in overrides:
+        if name not in names:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    return dataclasses.replace(options, **overrides)  # type: ignore[type-var]

@@ -50,3 +50,28 @@ def test_the_detail_follows_the_bound_in_the_message():
     with pytest.raises(ValueError, match=r"^Invalid jobs: 0 \(expected an int >= 1 of worker processes\)$"):
         check_int("jobs", 0, 1, detail=" of worker processes")
     assert check_int("jobs", 2, 1, detail=" of worker processes") == 2
+
+
+def test_with_overrides_replaces_named_fields_and_checks_them_again():
+    import dataclasses
+
+    from eve_search._checks import with_overrides
+
+    @dataclasses.dataclass(frozen=True)
+    class Knobs:
+        size: int = 4
+        name: str = "a"
+
+        def __post_init__(self):
+            check_int("size", self.size, 1)
+
+    base = Knobs(size=2)
+    assert with_overrides("run", Knobs, base, {}) is base
+    assert with_overrides("run", Knobs, None, {}) == Knobs()
+    assert with_overrides("run", Knobs, base, {"name": "b"}) == Knobs(size=2, name="b")
+    with pytest.raises(ValueError, match=r"^Invalid size: 0 \(expected an int >= 1\)$"):
+        with_overrides("run", Knobs, base, {"size": 0})
+    with pytest.raises(TypeError, match=r"^run\(\) got an unexpected keyword argument 'colour'$"):
+        with_overrides("run", Knobs, base, {"name": "b", "colour": 1})
+    with pytest.raises(TypeError, match=r"^Invalid options: \{'size': 2\} \(expected a Knobs or None\)$"):
+        with_overrides("run", Knobs, {"size": 2}, {})

@@ -27,6 +27,7 @@ ENTRY_POINTS = [
     "eve_search.analysis.ranking.agreement", "eve_search.analysis.ranking.verdict",
     "eve_search.analysis.audit.budget_table", "eve_search.integrations.optuna.optimize_in_cohorts",
     "eve_search.integrations.optuna.worker_storage", "eve_search.integrations.optuna.SynchronousSHAPruner",
+    "eve_search.optim.MinimizeOptions", "eve_search.integrations.optuna.ShaOptions",
 ]
 
 

@@ -43,7 +43,7 @@ import optuna
 import torch
 from optuna.trial import FrozenTrial, TrialState
 
-from eve_search._checks import check_int
+from eve_search._checks import check_int, with_overrides
 from eve_search._openmp import child_environment
 from eve_search.engine.checkpoint import CheckpointError, remove_checkpoint, save_atomically
 from eve_search.engine.ledger import (
@@ -54,12 +54,14 @@ from eve_search.engine.ledger import (
     check_rungs,
     rank_order,
 )
+from eve_search.optim import optimizer_names
+from eve_search.optim.budget import check_cost_mode
 from eve_search.tasks.spaces import SearchSpace, get_space
 from eve_search.engine.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
 from eve_search.tasks import Task, get_task
 from eve_search.engine.trial import Trial
 
-__all__ = ["WorkerReport", "run_sha", "run_sweep_on_optuna", "worker_storage"]
+__all__ = ["ShaOptions", "WorkerReport", "run_sha", "run_sweep_on_optuna", "worker_storage"]
 
 WORKER_ATTR = "worker"  # user attribute: the worker that holds, or last held, a trial (host:pid)
 ERROR_ATTR = "error"  # user attribute of a trial whose training raised: it failed for good
@@ -474,12 +476,71 @@ def _settings_attr(**values: Any) -> dict[str, Any]:
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
 
 
+@dataclass(frozen=True)
+class ShaOptions:
+    """The settings of :func:`run_sha` that a study keeps for all its workers, and a worker's polling.
+
+    Every field can also be passed to :func:`run_sha` as a keyword, which overrides the object's value.
+    All workers of one study must agree on every field but ``data_dir`` and ``poll_interval``.
+
+    Args:
+        optimizer: a registered optimizer (:func:`~eve_search.optim.optimizer_names`).
+        seed: the training seed (weights, batches, EvE's randomness), an int >= 0.
+        rungs: cumulative rung budgets in evaluation units, strictly increasing.
+        fraction: the share of a rung promoted to the next, in (0, 1].
+        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
+        backward_ratio: the pinned backward/forward ratio (calibrated mode only), or None (measured
+            once per model shape when the cohort is created).
+        data_dir: where the task's data is read from (None: the task's default).
+        poll_interval: seconds a worker waits when no work item is ready (> 0).
+
+    Raises:
+        ValueError: one line naming the argument, its value and what was expected.
+
+    Example:
+        >>> from eve_search.integrations.optuna import ShaOptions
+        >>> ShaOptions(rungs=[10, 30], backward_ratio=2.0).rungs
+        (10, 30)
+        >>> ShaOptions(fraction=1.5)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid fraction: 1.5 (expected a number in (0, 1])
+    """
+
+    optimizer: str = "eve"
+    seed: int = 0
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    fraction: float = PROMOTED_FRACTION
+    cost_mode: str = "calibrated"
+    backward_ratio: float | None = None
+    data_dir: str | os.PathLike | None = None
+    poll_interval: float = 0.2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rungs", check_rungs(self.rungs))
+        object.__setattr__(self, "fraction", check_fraction(self.fraction))
+        if self.optimizer not in optimizer_names():
+            raise ValueError(f"Invalid optimizer: {self.optimizer!r} (expected one of {', '.join(optimizer_names())})")
+        check_int("seed", self.seed, 0)
+        check_cost_mode(self.cost_mode)
+        ratio = self.backward_ratio
+        if ratio is not None:
+            if self.cost_mode == "measured":
+                raise ValueError(f"Invalid backward_ratio: {ratio!r} (only the calibrated cost mode takes one; "
+                                 "expected None)")
+            if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not math.isfinite(ratio) \
+                    or ratio <= 0:
+                raise ValueError(f"Invalid backward_ratio: {ratio!r} (expected a finite number > 0, or None)")
+        if self.data_dir is not None and not isinstance(self.data_dir, (str, os.PathLike)):
+            raise ValueError(f"Invalid data_dir: {self.data_dir!r} (expected a path or None)")
+        poll = self.poll_interval
+        if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not (math.isfinite(poll) and poll > 0):
+            raise ValueError(f"Invalid poll_interval: {poll!r} (expected a finite number of seconds > 0)")
+
+
 def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: SearchSpace | str,
-            storage: optuna.storages.BaseStorage, checkpoint_dir: str | os.PathLike, optimizer: str = "eve",
-            seed: int = 0, rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION,
-            cost_mode: str = "calibrated", backward_ratio: float | None = None,
-            data_dir: str | os.PathLike | None = None, poll_interval: float = 0.2,
-            progress: Callable[..., None] | None = None) -> WorkerReport:
+            storage: optuna.storages.BaseStorage, checkpoint_dir: str | os.PathLike, options: ShaOptions | None = None,
+            progress: Callable[..., None] | None = None, **overrides: Any) -> WorkerReport:
     """Synchronous successive halving of ``n_trials`` configurations proposed by the study's sampler.
 
     Call it in one process, or in several processes (machines) at once on the same study and storage:
@@ -499,31 +560,32 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
         n_trials: configurations in the cohort.
         storage: the RDB storage the study lives on (:func:`worker_storage` adds heartbeats and retries).
         checkpoint_dir: folder for the trials' checkpoints.
-        optimizer, seed, rungs, fraction, cost_mode, backward_ratio: as in
-            :class:`~eve_search.engine.sweep.SweepSettings`.
+        options: the rung, training and polling settings (:class:`ShaOptions`; default: its defaults).
         progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+        **overrides: fields of :class:`ShaOptions` (``optimizer=``, ``seed=``, ``rungs=``, ``fraction=``,
+            ``cost_mode=``, ``backward_ratio=``, ``data_dir=``, ``poll_interval=``), which replace the ones
+            of ``options``; any other keyword is a TypeError.
 
     Returns:
         this worker's :class:`WorkerReport`. The results are in the study (``study.best_trial``, the
         user attributes ``rung_{budget}``, intermediate values at the rung budgets).
     """
+    opts = with_overrides("run_sha", ShaOptions, options, overrides)
     task = get_task(task) if isinstance(task, str) else task
     space = get_space(space) if isinstance(space, str) else space
     check_int("n_trials", n_trials, 1)
-    rungs = check_rungs(rungs)
-    fraction = check_fraction(fraction)
     try:
-        study_id = storage.get_study_id_from_name(study.study_name)
+        storage.get_study_id_from_name(study.study_name)
     except KeyError:
         raise ValueError(f"Invalid storage: it holds no study {study.study_name!r} (expected the storage the "
                          "study was created on)") from None
-    del study_id
-    settings = _settings_attr(task=task.name, n_trials=n_trials, optimizer=optimizer, seed=seed, rungs=rungs,
-                              fraction=fraction, cost_mode=cost_mode, backward_ratio=backward_ratio)
-    data = task.data(data_dir)
+    settings = _settings_attr(task=task.name, n_trials=n_trials, optimizer=opts.optimizer, seed=opts.seed,
+                              rungs=opts.rungs, fraction=opts.fraction, cost_mode=opts.cost_mode,
+                              backward_ratio=opts.backward_ratio)
+    data = task.data(opts.data_dir)
     _create_cohort(study, storage, task, space, n_trials, settings, data)
     attrs = study.user_attrs
-    ratios = dict(attrs.get("backward_ratios") or {})
+    ratios = dict(attrs.get("backward_ratios") or {}) if opts.cost_mode == "calibrated" else {}
     # The folder's name comes from the storage: checked (hex id, one folder name, inside checkpoint_dir).
     sweep_id = check_sweep_id(study.study_name, attrs.get("sweep_id"))
     folder = checkpoint_folder(checkpoint_dir, study.study_name, sweep_id)
@@ -535,14 +597,13 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
 
     def make_trial(index: int) -> Trial:
         config = configs[index]
-        return Trial(task, config, optimizer, seed=seed, index=index, cost_mode=cost_mode,
-                     backward_ratio=ratios.get(task.cost_key(config)) if cost_mode == "calibrated" else None,
-                     data=data, owner=sweep_id)
+        return Trial(task, config, opts.optimizer, seed=opts.seed, index=index, cost_mode=opts.cost_mode,
+                     backward_ratio=ratios.get(task.cost_key(config)), data=data, owner=sweep_id)
 
     worker = ShaWorker(study, storage, trials=n_trials, make_trial=make_trial,
-                       checkpoint_path=lambda index: folder / f"trial-{index:04d}.pt", rungs=rungs,
-                       fraction=fraction, mode=task.mode, details=_best_details(task), poll_interval=poll_interval,
-                       progress=progress)
+                       checkpoint_path=lambda index: folder / f"trial-{index:04d}.pt", rungs=opts.rungs,
+                       fraction=opts.fraction, mode=task.mode, details=_best_details(task),
+                       poll_interval=opts.poll_interval, progress=progress)
     return worker.run(offset=os.getpid())
 
 

@@ -8,7 +8,8 @@
   threads, ``n_jobs`` of them training, so a sequential script's rungs are judged among whole cohorts.
 - :func:`run_sha`: ask-and-tell driver that trains eve-search trials rung by rung from checkpoints,
   with any number of worker processes on one RDB storage (SQLite or PostgreSQL); a killed worker's
-  trials continue elsewhere.
+  trials continue elsewhere. Its rung, training and polling settings: :class:`ShaOptions` (or the same
+  names as keywords).
 - :func:`run_sweep_on_optuna`: the ``eve-search ... --backend optuna --workers N`` backend.
 
 Needs the ``optuna`` extra (``pip install 'eve-search[optuna]'``; PostgreSQL: ``[postgres]``).
@@ -53,6 +54,7 @@ require("optuna", "optuna")
 
 from eve_search.integrations._optuna_cohorts import optimize_in_cohorts
 from eve_search.integrations._optuna_driver import (
+    ShaOptions,
     WorkerReport,
     run_sha,
     run_sweep_on_optuna,
@@ -73,6 +75,7 @@ __all__ = [
     "PartialRungWarning",
     "RungScheduleWarning",
     "SequentialStudyError",
+    "ShaOptions",
     "SynchronousSHAPruner",
     "WorkerReport",
     "decision_key",

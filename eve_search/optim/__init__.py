@@ -2,7 +2,7 @@
 
 from eve_search.optim._closure import ClosureContractError
 from eve_search.optim._eve import EvE, kaiming_bounds
-from eve_search.optim._minimize import MinimizeResult, minimize
+from eve_search.optim._minimize import MinimizeOptions, MinimizeResult, minimize
 from eve_search.optim._registry import (
     MeteredOptimizer,
     TrainingOptimizer,
@@ -15,6 +15,7 @@ __all__ = [
     "ClosureContractError",
     "EvE",
     "MeteredOptimizer",
+    "MinimizeOptions",
     "MinimizeResult",
     "TrainingOptimizer",
     "kaiming_bounds",

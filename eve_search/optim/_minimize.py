@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import check_int, with_overrides
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
@@ -29,9 +29,70 @@ from eve_search.optim._population import (
     check_hyperparameters,
 )
 
-__all__ = ["MinimizeResult", "charged_gradient", "charged_values", "minimize"]
+__all__ = ["MinimizeOptions", "MinimizeResult", "charged_gradient", "charged_values", "minimize"]
 
 Objective = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class MinimizeOptions:
+    """The algorithm settings of :func:`minimize`, checked once; defaults are the paper's synthetic setting.
+
+    Every field can also be passed to :func:`minimize` as a keyword, which overrides the object's value.
+
+    Args:
+        lr: the Adam fallback's learning rate (>= 0).
+        n_adam: Adam steps per iteration when the child loses (0 turns the fallback off).
+        weight_decay: the Adam fallback's L2 weight decay (>= 0).
+        polynomial_mutation: whether the child is also tried with polynomial mutation.
+        eta: the polynomial mutation's distribution index (>= 0).
+        F: the differential-evolution weight, in (0, 2].
+        gamma: the jitter of ``F``, in [0, 2).
+        sigma: the spread of a proximity initialization (> 0).
+        betas, eps: the Adam fallback's moment coefficients and denominator term.
+        population_size: slots in the population (>= 4).
+        init: the initialization, ``"lhs"`` (Latin hypercube) or ``"proximity"`` (around ``x0``).
+
+    Raises:
+        ValueError: one line naming the argument, its value and what was expected.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.optim import MinimizeOptions, minimize
+        >>> options = MinimizeOptions(n_adam=0, polynomial_mutation=False)
+        >>> sphere = lambda x: ((x - 0.5) ** 2).sum(dim=1)
+        >>> result = minimize(sphere, 0.0, 1.0, dim=4, budget=200, options=options)
+        >>> result.meter.backward_passes, result.cost >= 200
+        (0, True)
+        >>> MinimizeOptions(F=0.0)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid F: 0.0 (expected a DE weight in (0, 2])
+    """
+
+    lr: float = 0.05
+    n_adam: int = 7
+    weight_decay: float = 1e-4
+    polynomial_mutation: bool = True
+    eta: float = 20.0
+    F: float = 0.5
+    gamma: float = 1e-4
+    sigma: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    population_size: int = 4
+    init: str = "lhs"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", tuple(self.betas))
+        object.__setattr__(self, "polynomial_mutation", bool(self.polynomial_mutation))
+        check_hyperparameters(self.hyperparameters())
+        if self.init not in INITIALIZATIONS:
+            raise ValueError(f"Invalid init: {self.init!r} (expected one of {', '.join(INITIALIZATIONS)})")
+
+    def hyperparameters(self) -> EvEHyperparameters:
+        """The numbers Algorithm 1 runs with (every field but ``init``)."""
+        return EvEHyperparameters(**{f.name: getattr(self, f.name) for f in fields(EvEHyperparameters)})
 
 
 @dataclass
@@ -125,6 +186,8 @@ class _FunctionEvaluator:
 def _box(lower: float | torch.Tensor, upper: float | torch.Tensor,
          dim: int | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Both bounds as vectors of one length n, validated lower < upper everywhere."""
+    if dim is not None:
+        check_int("dim", dim, 1)
     low, high = (torch.as_tensor(b) if isinstance(b, torch.Tensor) else torch.as_tensor(b, dtype=torch.float32)
                  for b in (lower, upper))
     lengths = {t.numel() for t in (low, high) if t.dim() > 0}
@@ -148,6 +211,18 @@ def _box(lower: float | torch.Tensor, upper: float | torch.Tensor,
     return low, high
 
 
+def _anchor(x0: torch.Tensor | None, init: str, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor | None:
+    """``x0`` in unit-cube coordinates (clamped into the box), checked against ``init`` and the dimension."""
+    if x0 is None:
+        return None
+    if init != "proximity":
+        raise ValueError(f"Invalid x0: an anchor only applies to init='proximity' (got init={init!r})")
+    x0 = torch.as_tensor(x0, dtype=low.dtype, device=low.device).reshape(-1)
+    if x0.numel() != low.numel():
+        raise ValueError(f"Invalid x0: {x0.numel()} coordinates (expected {low.numel()})")
+    return ((x0 - low) / (high - low)).clamp_(0.0, 1.0)
+
+
 def minimize(
     f: Objective,
     lower: float | torch.Tensor,
@@ -155,40 +230,35 @@ def minimize(
     *,
     budget: float,
     dim: int | None = None,
-    lr: float = 0.05,
-    n_adam: int = 7,
-    weight_decay: float = 1e-4,
-    polynomial_mutation: bool = True,
-    eta: float = 20.0,
-    F: float = 0.5,
-    gamma: float = 1e-4,
-    sigma: float = 0.1,
-    betas: tuple[float, float] = (0.9, 0.999),
-    eps: float = 1e-8,
-    population_size: int = 4,
-    init: str = "lhs",
-    x0: torch.Tensor | None = None,
     seed: int = 0,
+    x0: torch.Tensor | None = None,
+    options: MinimizeOptions | None = None,
     gradient: Objective | None = None,
     resample: Callable[[], None] | None = None,
     meter: CostMeter | None = None,
     callback: Callable[[int, float], None] | None = None,
+    **overrides: object,
 ) -> MinimizeResult:
     """Minimize ``f`` over the box [lower, upper] with EvE until ``budget`` units are charged.
 
-    Defaults are the paper's synthetic-benchmark setting (n_adam=7, lr=0.05, weight decay 1e-4,
-    polynomial mutation on, Latin hypercube initialization).
+    Defaults are the paper's synthetic-benchmark setting (:class:`MinimizeOptions`: n_adam=7,
+    lr=0.05, weight decay 1e-4, polynomial mutation on, Latin hypercube initialization).
 
     Args:
         f: maps a (r, n) tensor of points to a (r,) tensor of values.
         lower, upper: the box, as vectors of length n or scalars with ``dim``.
         budget: evaluation units (ignored when ``meter`` is given: its budget applies).
+        dim: the dimension n when both bounds are scalars.
+        seed: seeds the initialization and every random draw of the run.
         x0: anchor of a proximity initialization (``init="proximity"``); uniform when None.
+        options: the algorithm settings (:class:`MinimizeOptions`; default: its defaults).
         gradient: maps a point (n,) to the gradient of f there; default: autograd through f.
         resample: for a stochastic f (a minibatch loss), called at the start of every iteration to
             draw the new batch; the challenged slot is then re-scored on it before anything else.
         meter: a :class:`~eve_search.optim.budget.CostMeter` to charge (default: a new measured one).
         callback: called after every iteration with (iteration, best value so far).
+        **overrides: fields of :class:`MinimizeOptions` (``lr=``, ``n_adam=``, ``init=``...), which
+            replace the ones of ``options``; any other keyword is a TypeError.
 
     Returns:
         A :class:`MinimizeResult`: the best point ``x`` and its value ``fun``, the units charged
@@ -202,35 +272,19 @@ def minimize(
         >>> result.fun < 0.01, result.cost >= 500
         (True, True)
     """
-    hyper = EvEHyperparameters(lr=lr, n_adam=n_adam, weight_decay=weight_decay, betas=tuple(betas), eps=eps,
-                               F=F, gamma=gamma, sigma=sigma, polynomial_mutation=bool(polynomial_mutation),
-                               eta=eta, population_size=population_size)
-    check_hyperparameters(hyper)
-    if init not in INITIALIZATIONS:
-        raise ValueError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
-    if dim is not None:
-        check_int("dim", dim, 1)
+    opts = with_overrides("minimize", MinimizeOptions, options, overrides)
     if meter is None:
         meter = CostMeter(budget)
     elif not isinstance(meter, CostMeter):
         raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter)")
     low, high = _box(lower, upper, dim)
-    n = low.numel()
+    n, like = low.numel(), {"dtype": low.dtype, "device": low.device}
     init_generator, step_generator = make_generators(seed, low.device)
-    anchor = None
-    if x0 is not None:
-        if init != "proximity":
-            raise ValueError(f"Invalid x0: an anchor only applies to init='proximity' (got init={init!r})")
-        x0 = torch.as_tensor(x0, dtype=low.dtype, device=low.device).reshape(-1)
-        if x0.numel() != n:
-            raise ValueError(f"Invalid x0: {x0.numel()} coordinates (expected {n})")
-        anchor = ((x0 - low) / (high - low)).clamp_(0.0, 1.0)
-    z = initial_population(init, population_size, n, init_generator, sigma=sigma, anchor=anchor,
-                           dtype=low.dtype, device=low.device)
-    population = Population(z, low, high, hyper, step_generator, refresh=resample is not None,
-                            work=torch.empty(n, dtype=low.dtype, device=low.device))
-    rows = torch.empty(population_size, n, dtype=low.dtype, device=low.device)
-    evaluator = _FunctionEvaluator(f, gradient, meter, population, rows)
+    z = initial_population(opts.init, opts.population_size, n, init_generator, sigma=opts.sigma,
+                           anchor=_anchor(x0, opts.init, low, high), **like)
+    population = Population(z, low, high, opts.hyperparameters(), step_generator, refresh=resample is not None,
+                            work=torch.empty(n, **like))
+    evaluator = _FunctionEvaluator(f, gradient, meter, population, torch.empty(opts.population_size, n, **like))
     history: list[float] = []
     while not meter.exhausted:
         if resample is not None:
@@ -240,7 +294,7 @@ def minimize(
         if callback is not None:
             callback(population.iteration, population.best_value)
     best = population.best_index
-    x = population.to_real(population.z[best], out=torch.empty(n, dtype=low.dtype, device=low.device))
     value = population.values[best]
-    return MinimizeResult(x=x, fun=value if math.isfinite(value) else math.inf, cost=meter.cost,
+    return MinimizeResult(x=population.to_real(population.z[best], out=torch.empty(n, **like)),
+                          fun=value if math.isfinite(value) else math.inf, cost=meter.cost,
                           iterations=population.iteration, best_so_far=history, meter=meter)

@@ -6,6 +6,7 @@ import json
 import math
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +22,7 @@ from optuna.trial import TrialState
 
 from eve_search.integrations.optuna import (
     CohortStalledError,
+    ShaOptions,
     SynchronousSHAPruner,
     decision_key,
     run_sha,
@@ -295,6 +297,58 @@ def test_run_sha_with_the_study_sampler_and_queued_configurations(tmp_path):
     with pytest.raises(ValueError, match="other settings"):
         run_sha(study, TINY_WORKERS_TASK, 6, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
                 rungs=(10, 40))
+
+
+def test_run_sha_takes_sha_options_and_the_same_settings_as_keywords(tmp_path):
+    storage = worker_storage(f"sqlite:///{tmp_path / 'sha.db'}", heartbeat_interval=1)
+    study = optuna.create_study(study_name="sha", storage=storage, direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=0))
+    options = ShaOptions(rungs=[10, 30], fraction=0.5, backward_ratio=2.0, poll_interval=0.05)
+    report = run_sha(study, TINY_WORKERS_TASK, 4, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+                     options=options)
+    assert report.trained == 4 + 2 and report.pruned == 2 and report.completed == 2
+    assert study.user_attrs["sha_settings"] == {
+        "task": TINY_WORKERS_TASK.name, "n_trials": 4, "optimizer": "eve", "seed": 0, "rungs": [10, 30],
+        "fraction": 0.5, "cost_mode": "calibrated", "backward_ratio": 2.0}
+    # The same settings as keywords are the same study: nothing is left to train.
+    again = run_sha(study, TINY_WORKERS_TASK, 4, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+                    rungs=(10, 30), fraction=0.5, backward_ratio=2.0, poll_interval=0.05)
+    assert again.trained == again.pruned == again.completed == 0
+    # A keyword overrides the object's field.
+    with pytest.raises(ValueError, match=r"other settings \(fraction differ\)"):
+        run_sha(study, TINY_WORKERS_TASK, 4, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+                options=options, fraction=1.0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"rungs": (30, 10)}, "Invalid rungs: 30, 10 (expected strictly increasing cumulative budgets)"),
+        ({"fraction": 0}, "Invalid fraction: 0 (expected a number in (0, 1])"),
+        ({"optimizer": "no-such-optimizer"}, "Invalid optimizer: 'no-such-optimizer' (expected one of "),
+        ({"seed": -1}, "Invalid seed: -1 (expected an int >= 0)"),
+        ({"cost_mode": "wall"}, "Invalid cost_mode: 'wall' (expected 'calibrated' or 'measured')"),
+        ({"backward_ratio": 0.0}, "Invalid backward_ratio: 0.0 (expected a finite number > 0, or None)"),
+        ({"cost_mode": "measured", "backward_ratio": 2.0},
+         "Invalid backward_ratio: 2.0 (only the calibrated cost mode takes one; expected None)"),
+        ({"data_dir": 3}, "Invalid data_dir: 3 (expected a path or None)"),
+        ({"poll_interval": 0}, "Invalid poll_interval: 0 (expected a finite number of seconds > 0)"),
+    ],
+)
+def test_run_sha_refuses_a_bad_option_in_one_line_before_touching_the_study(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as error:
+        ShaOptions(**kwargs)
+    assert "\n" not in str(error.value)
+    # Checked first: no study or storage is needed to be told.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run_sha(None, TINY_WORKERS_TASK, 3, space="tiny", storage=None, checkpoint_dir="unused", **kwargs)
+
+
+def test_run_sha_refuses_an_unknown_keyword_as_python_does():
+    with pytest.raises(TypeError, match=r"^run_sha\(\) got an unexpected keyword argument 'workers'$"):
+        run_sha(None, TINY_WORKERS_TASK, 3, space="tiny", storage=None, checkpoint_dir="unused", workers=2)
+    with pytest.raises(TypeError, match=r"^Invalid options: 'fast' \(expected a ShaOptions or None\)$"):
+        run_sha(None, TINY_WORKERS_TASK, 3, space="tiny", storage=None, checkpoint_dir="unused", options="fast")
 
 
 def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, postgres_url):

@@ -1,6 +1,7 @@
 import itertools
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eve_search import CostMeter, minimize
+from eve_search.optim import MinimizeOptions
 
 
 def sphere(x):
@@ -176,3 +178,63 @@ def test_bounds_must_be_ordered_and_consistent():
 def test_f_must_return_one_value_per_row():
     with pytest.raises(TypeError, match=r"f returned \(4, 3\) for 4 points"):
         minimize(lambda x: x, 0.0, 1.0, dim=3, budget=10)
+
+
+# The options object -----------------------------------------------------------------------------
+
+EVERY_OPTION = {"lr": 0.1, "n_adam": 2, "weight_decay": 0.0, "polynomial_mutation": False, "eta": 5.0, "F": 0.8,
+                "gamma": 0.0, "sigma": 0.3, "betas": (0.8, 0.99), "eps": 1e-6, "population_size": 6,
+                "init": "proximity"}
+
+
+def _run(budget=150, **kwargs):
+    result = minimize(rastrigin, 0.0, 1.0, dim=5, budget=budget, seed=4, meter=fixed_meter(budget), **kwargs)
+    return result.best_so_far, result.x.tolist(), result.iterations, result.meter.backward_passes
+
+
+def test_every_option_as_a_keyword_runs_exactly_as_the_options_object():
+    assert set(EVERY_OPTION) == set(MinimizeOptions.__dataclass_fields__)  # every field is exercised
+    x0 = torch.full((5,), 0.3)
+    by_keywords = _run(x0=x0, **EVERY_OPTION)
+    assert by_keywords == _run(x0=x0, options=MinimizeOptions(**EVERY_OPTION))
+    assert by_keywords != _run()
+    assert _run() == _run(options=MinimizeOptions())
+
+
+def test_the_options_object_is_used_and_a_keyword_overrides_it():
+    options = MinimizeOptions(n_adam=0, polynomial_mutation=False)
+    without_adam = _run(options=options)
+    assert without_adam[3] == 0  # no gradient was taken
+    assert without_adam == _run(n_adam=0, polynomial_mutation=False)
+    overridden = _run(options=options, n_adam=3)
+    assert overridden[3] > 0
+    assert overridden == _run(n_adam=3, polynomial_mutation=False)
+    assert options.n_adam == 0  # the object itself is left as it was
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"population_size": 3}, ("Invalid population_size: 3 (rand-to-pbest/1 needs the target plus three "
+                                  "distinct donors, so at least 4)")),
+        ({"n_adam": -2}, "Invalid n_adam: -2 (expected an int >= 0; 0 turns the fallback off)"),
+        ({"F": 2.5}, "Invalid F: 2.5 (expected a DE weight in (0, 2])"),
+        ({"betas": (0.9, 1.0)}, "Invalid betas: (0.9, 1.0) (expected two numbers in [0, 1))"),
+        ({"sigma": 0.0}, "Invalid sigma: 0.0 (expected a number > 0)"),
+        ({"init": "sobol"}, "Invalid init: 'sobol' (expected one of proximity, lhs)"),
+    ],
+)
+def test_a_bad_option_is_one_line_naming_it_whether_object_or_keyword(kwargs, message):
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        MinimizeOptions(**kwargs)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        minimize(sphere, 0.0, 1.0, dim=3, budget=10, **kwargs)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        minimize(sphere, 0.0, 1.0, dim=3, budget=10, options=MinimizeOptions(), **kwargs)
+
+
+def test_an_unknown_keyword_or_a_foreign_options_object_is_a_type_error():
+    with pytest.raises(TypeError, match=r"^minimize\(\) got an unexpected keyword argument 'learning_rate'$"):
+        minimize(sphere, 0.0, 1.0, dim=3, budget=10, learning_rate=0.1)
+    with pytest.raises(TypeError, match=r"^Invalid options: \{'lr': 0.1\} \(expected a MinimizeOptions or None\)$"):
+        minimize(sphere, 0.0, 1.0, dim=3, budget=10, options={"lr": 0.1})
