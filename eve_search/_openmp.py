@@ -26,6 +26,13 @@ def cpu_is_shared(others_running: int, cpus: int) -> bool:
     averaged over the last 10 s, still remembers a run that has just ended on a machine that is now
     idle (right after a two-worker sweep, the next sweep chose passive waiting and ran 1.7x slower).
 
+    Args:
+        others_running: runnable tasks of other processes now (``/proc/loadavg``'s count, this one excluded).
+        cpus: the CPUs this process may run on.
+
+    Returns:
+        True when ``others_running`` is at least half of ``cpus`` (and at least one).
+
     Example:
         >>> cpu_is_shared(others_running=2, cpus=2)
         True

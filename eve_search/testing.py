@@ -35,6 +35,12 @@ def throwaway_postgres() -> Iterator[Callable[[str], str]]:
 
     Raises:
         RuntimeError: the server binaries (initdb, pg_ctl, createdb) are not installed.
+
+    Example (starts a PostgreSQL server, a few seconds, so not run as a doctest):
+        >>> with throwaway_postgres() as database:  # doctest: +SKIP
+        ...     url = database("sweeps")
+        ...     url.startswith("postgresql+psycopg2://postgres@/sweeps?host=")
+        True
     """
     binaries = {name: _postgres_bin(name) for name in ("initdb", "pg_ctl", "createdb")}
     missing = [name for name, path in binaries.items() if path is None]

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from eve_search.cli import seed_list
-from eve_search.cli.args import add_store_options
+from eve_search.cli.args import add_store_options, default_storage_url
 from eve_search.dashboard import PAPER_ADULT_SWEEPS
 from eve_search.optim import optimizer_names
 from eve_search.cli._report import SweepProgress
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every sweep's summary here")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    storage = args.storage or f"sqlite:///{(args.workdir / 'results.db').resolve()}"
+    storage = args.storage or default_storage_url(args.workdir)
     console = Console(width=None if Console().is_terminal else 140)
     collected: dict[str, dict[str, list[dict]]] = {}
     for space in args.spaces.split(","):

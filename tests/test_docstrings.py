@@ -1,34 +1,53 @@
-"""The user-facing entry points document their arguments and carry a doctest (run by --doctest-modules).
+"""Every public name (in an ``__all__``) of the checked modules documents its arguments and what it
+returns, and carries an example (run by --doctest-modules, or marked ``# doctest: +SKIP`` where it needs
+Ray, a PostgreSQL server or a long training run).
 
-Run as a script (``python tests/test_docstrings.py``) it lists every public name of the public modules
+Run as a script (``python tests/test_docstrings.py``) it lists every public name of the checked modules
 that still lacks a docstring, an Args or Returns section, or an example.
 """
 
+import ast
 import importlib
 import inspect
+from pathlib import Path
 
 import pytest
 
-PUBLIC_MODULES = ["eve_search", "eve_search.optim", "eve_search.optim.budget", "eve_search.tasks",
-                  "eve_search.tasks.spaces", "eve_search.engine.batches", "eve_search.engine.checkpoint",
-                  "eve_search.engine.ledger", "eve_search.engine.sha", "eve_search.engine.store",
-                  "eve_search.engine.sweep", "eve_search.engine.trial", "eve_search.analysis",
-                  "eve_search.analysis.audit", "eve_search.analysis.ranking", "eve_search.analysis.summary",
-                  "eve_search.integrations.optuna", "eve_search.testing"]
+PACKAGE = Path(__file__).resolve().parent.parent / "eve_search"
 
-# The entry points users call, each with Args (and Returns) and an example that runs.
-ENTRY_POINTS = [
-    "eve_search.minimize", "eve_search.EvE", "eve_search.CostMeter", "eve_search.make_optimizer",
-    "eve_search.register_optimizer", "eve_search.optimizer_names", "eve_search.get_task",
-    "eve_search.register_task", "eve_search.task_names", "eve_search.Float", "eve_search.Int",
-    "eve_search.Categorical", "eve_search.Fixed", "eve_search.SearchSpace", "eve_search.register_space",
-    "eve_search.get_space", "eve_search.space_names", "eve_search.engine.sweep.SweepSettings",
-    "eve_search.engine.sweep.prepare_sweep", "eve_search.analysis.ranking.kendall_tau_b",
-    "eve_search.analysis.ranking.agreement", "eve_search.analysis.ranking.verdict",
-    "eve_search.analysis.audit.budget_table", "eve_search.integrations.optuna.optimize_in_cohorts",
-    "eve_search.integrations.optuna.worker_storage", "eve_search.integrations.optuna.SynchronousSHAPruner",
-    "eve_search.optim.MinimizeOptions", "eve_search.integrations.optuna.ShaOptions",
-]
+# Modules whose every public name is checked. A public module (no ``_`` in its path) with an ``__all__``
+# is either here or in UNCHECKED_MODULES, so a new module has to be placed (see the test below).
+PUBLIC_MODULES = ["eve_search", "eve_search.engine", "eve_search.optim", "eve_search.optim.budget",
+                  "eve_search.tasks", "eve_search.tasks.spaces", "eve_search.engine.batches",
+                  "eve_search.engine.checkpoint", "eve_search.engine.ledger", "eve_search.engine.sha",
+                  "eve_search.engine.store", "eve_search.engine.sweep", "eve_search.engine.trial",
+                  "eve_search.tasks.adult", "eve_search.tasks.mnist", "eve_search.tasks.models",
+                  "eve_search.analysis.audit", "eve_search.analysis.ranking", "eve_search.analysis.summary",
+                  "eve_search.integrations.optuna", "eve_search.integrations.ray", "eve_search.testing"]
+
+# Public modules not checked yet (their names still lack parts: run this file as a script to list them).
+UNCHECKED_MODULES = ["eve_search.benchmarks.matmul", "eve_search.benchmarks.memory", "eve_search.benchmarks.sweep",
+                     "eve_search.benchmarks.throughput", "eve_search.cli", "eve_search.cli.args",
+                     "eve_search.cli.commands.audit", "eve_search.cli.commands.bench_matmul",
+                     "eve_search.cli.commands.bench_memory", "eve_search.cli.commands.bench_sweep",
+                     "eve_search.cli.commands.bench_synthetic", "eve_search.cli.commands.dashboard",
+                     "eve_search.cli.commands.lora", "eve_search.cli.commands.mnist", "eve_search.dashboard",
+                     "eve_search.data", "eve_search.experiments.audit", "eve_search.experiments.protocol",
+                     "eve_search.experiments.ranking", "eve_search.experiments.synthetic", "eve_search.paper",
+                     "eve_search.tasks.lora"]
+
+# Parts still missing from names defined in modules being rewritten elsewhere (by where each is
+# defined). A name may lose entries here (fixing one never fails), never gain them.
+KNOWN_GAPS = {
+    "eve_search.optim._minimize.MinimizeResult": ["example"],
+    "eve_search.integrations._optuna_driver.WorkerReport": ["Args", "example"],
+    "eve_search.integrations._optuna_driver.run_sha": ["example"],
+    "eve_search.integrations._optuna_driver.run_sweep_on_optuna": ["example"],
+}
+
+# What each checked module needs installed beyond the core dependencies.
+EXTRAS = {"eve_search.integrations.optuna": "optuna", "eve_search.integrations.ray": "ray",
+          "eve_search.engine.store": "optuna", "eve_search.engine.sweep": "optuna"}
 
 
 def gaps(obj) -> list[str]:
@@ -56,15 +75,59 @@ def gaps(obj) -> list[str]:
     return missing
 
 
-def _resolve(path: str):
-    module, _, name = path.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+def public_objects(module_name: str) -> dict[str, object]:
+    """The functions and classes a module lists in its ``__all__``, by their public path."""
+    module = importlib.import_module(module_name)
+    return {f"{module_name}.{name}": getattr(module, name) for name in getattr(module, "__all__", [])
+            if inspect.isclass(getattr(module, name)) or inspect.isfunction(getattr(module, name))}
 
 
-@pytest.mark.parametrize("path", ENTRY_POINTS)
-def test_an_entry_point_documents_its_arguments_and_shows_an_example(path):
+def defined_at(obj) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def public_module_files() -> list[str]:
+    """Every module of the package with no ``_`` part in its path and an ``__all__`` of its own (the
+    deprecated aliases at the top level have none), found without importing anything."""
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if any(part.startswith("_") for part in parts):
+            continue
+        tree = ast.parse(path.read_text())
+        if any(isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets)
+               for node in tree.body):
+            names.append(".".join(parts))
+    return names
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_every_public_name_documents_its_arguments_and_shows_an_example(module_name):
+    if module_name in EXTRAS:
+        pytest.importorskip(EXTRAS[module_name])
+    missing = {}
+    for path, obj in public_objects(module_name).items():
+        lacks = [part for part in gaps(obj) if part not in KNOWN_GAPS.get(defined_at(obj), [])]
+        if lacks:
+            missing[path] = lacks
+    assert missing == {}, f"public names of {module_name} whose docstring lacks parts: {missing}"
+
+
+def test_every_public_module_is_checked_or_listed_as_unchecked():
+    found = set(public_module_files())
+    assert "eve_search.engine.ledger" in found and "eve_search.ledger" not in found  # an alias has no __all__
+    assert found - set(PUBLIC_MODULES) - set(UNCHECKED_MODULES) == set(), "place new modules in PUBLIC_MODULES"
+    assert set(PUBLIC_MODULES) | set(UNCHECKED_MODULES) <= found, "a listed module is gone or lost its __all__"
+    assert not set(PUBLIC_MODULES) & set(UNCHECKED_MODULES)
+
+
+def test_known_gaps_name_public_objects_of_the_checked_modules():
     pytest.importorskip("optuna")
-    assert gaps(_resolve(path)) == [], path
+    defined = {defined_at(obj) for name in ("eve_search", "eve_search.integrations.optuna")
+               for obj in public_objects(name).values()}
+    assert set(KNOWN_GAPS) <= defined
 
 
 def test_gaps_names_what_a_bare_function_lacks():
@@ -78,12 +141,10 @@ def test_gaps_names_what_a_bare_function_lacks():
 
 if __name__ == "__main__":
     seen = set()
-    for module_name in PUBLIC_MODULES:
-        module = importlib.import_module(module_name)
-        for name in getattr(module, "__all__", []):
-            obj = getattr(module, name)
-            if id(obj) in seen or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+    for module_name in PUBLIC_MODULES + UNCHECKED_MODULES:
+        for path, obj in public_objects(module_name).items():
+            if id(obj) in seen:
                 continue
             seen.add(id(obj))
             if gaps(obj):
-                print(f"{module_name}.{name}: {', '.join(gaps(obj))}")
+                print(f"{path}: {', '.join(gaps(obj))}")

@@ -251,6 +251,18 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
     Returns:
         A JSON-ready dict: per proxy and budget the :func:`budget_table` measures and cost, the
         verdicts, the truth's best per seed and the truth against itself under the next seed.
+
+    Example:
+        >>> def grid(scores):  # each configuration scores the same at both budgets
+        ...     return {index: {budget: {"score": score, "wall_seconds": 1.0, "charged_units": float(budget)}
+        ...                     for budget in (10, 30)} for index, score in enumerate(scores)}
+        >>> details = {(trainer, seed): grid([0.9, 0.5, 0.7]) for trainer in ("proxy", "truth") for seed in (0, 1)}
+        >>> report = audit_measures(details, seeds=[0, 1], proxies=["proxy"], truth="truth", budgets=[10, 30],
+        ...                         resamples=100)
+        >>> report["truth_runs"]["0"]["best_index"], sorted(report["proxies"]["proxy"]["budgets"])
+        (0, ['10', '30'])
+        >>> report["proxies"]["proxy"]["budgets"]["10"]["tau"]["mean"]
+        1.0
     """
     budgets = list(budgets)
     seeds = list(seeds)

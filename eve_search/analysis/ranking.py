@@ -152,6 +152,12 @@ class Agreement:
         configurations: how many configurations each pair shares.
         interval: the bootstrap interval of the mean tau-b.
         top_ranks: per pair, the reference's rank of the method's top configuration.
+
+    Example:
+        >>> result = Agreement(taus=[0.5, 1.0, math.nan], pairs=[(0, 0), (1, 1), (2, 2)],
+        ...                    configurations=[3, 3, 1], interval=(0.5, 1.0))
+        >>> result.mean  # the pair without a tau-b is left out
+        0.75
     """
 
     taus: list[float]
@@ -272,7 +278,18 @@ def verdict(candidate: Agreement, self_agreement: Agreement, name: str, referenc
 
 @dataclass(frozen=True)
 class Comparison:
-    """``method`` against ``reference``, pairing seed s with s ("same") or with the next seed ("next")."""
+    """``method`` against ``reference``, pairing seed s with s ("same") or with the next seed ("next").
+
+    Attributes:
+        method: the trainer whose ranking is compared.
+        reference: the trainer it is compared with.
+        pairing: ``"same"`` or ``"next"`` (a method against itself needs ``"next"``).
+
+    Example:
+        >>> comparison = Comparison("adam", "adam", "next")
+        >>> comparison.label, comparison.pairs([0, 1, 2])
+        ('adam vs adam (different training seeds)', [(0, 1), (1, 2), (2, 0)])
+    """
 
     method: str
     reference: str
@@ -291,7 +308,18 @@ class Comparison:
 
 
 def comparisons(against: str = "adam") -> list[Comparison]:
-    """EvE vs the reference, EvE vs AdamW, the reference vs itself, the reference vs AdamW."""
+    """EvE vs the reference, EvE vs AdamW, the reference vs itself, the reference vs AdamW.
+
+    Args:
+        against: the reference trainer.
+
+    Returns:
+        The four comparisons the ranking study reports, in that order.
+
+    Example:
+        >>> [comparison.label for comparison in comparisons()]
+        ['eve vs adam', 'eve vs adamw', 'adam vs adam (different training seeds)', 'adam vs adamw']
+    """
     return [Comparison("eve", against, "same"), Comparison("eve", "adamw", "same"),
             Comparison(against, against, "next"), Comparison(against, "adamw", "same")]
 
@@ -299,6 +327,12 @@ def comparisons(against: str = "adam") -> list[Comparison]:
 def rung_scores(entries: Iterable[tuple[int, float, float]]) -> dict[float, dict[int, float]]:
     """``{budget: {config_index: score}}`` from (config_index, budget, score) triples: the shape every
     ranking comparison reads, whether the scores come from a sweep result or from a store.
+
+    Args:
+        entries: (config_index, budget, score) triples, in any order.
+
+    Returns:
+        Per budget, each configuration's score (a repeated pair keeps the last).
 
     Example:
         >>> rung_scores([(0, 100, 0.8), (1, 100, 0.7), (0, 300, 0.85)])

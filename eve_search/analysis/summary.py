@@ -11,6 +11,9 @@ __all__ = ["mean_std"]
 def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
     """Mean and sample standard deviation of ``values``.
 
+    Args:
+        values: the results of repeated runs (e.g. one per seed).
+
     Returns:
         ``(None, None)`` for no values; the deviation of a single value is unknown: ``(value, None)``.
 

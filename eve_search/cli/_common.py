@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from eve_search.cli.args import DEFAULT_WORKDIR, UsageError
+from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, default_storage_url
 
 __all__ = ["JSON_SCHEMA_VERSION", "check_output_path", "check_outputs", "write_json"]
 
@@ -24,14 +24,13 @@ def _command_label(args: argparse.Namespace) -> str:
 
 
 def _default_storage(args: argparse.Namespace) -> str | None:
-    """The store a command uses: ``--storage``, else ``results.db`` in ``--workdir`` (the dashboard's own
-    default for ``dashboard``), None for commands without a store."""
+    """The store a command uses: ``--storage``, else ``results.db`` in ``--workdir``, or in the default work
+    directory for a command without ``--workdir`` (``dashboard``); None for commands without a store."""
     if getattr(args, "storage", None):
         return args.storage
-    if args.command == "dashboard":
-        return f"sqlite:///{(Path(DEFAULT_WORKDIR) / 'results.db').resolve()}"
-    workdir = getattr(args, "workdir", None)
-    return f"sqlite:///{(workdir / 'results.db').resolve()}" if workdir is not None else None
+    if not hasattr(args, "storage"):
+        return None
+    return default_storage_url(getattr(args, "workdir", None) or DEFAULT_WORKDIR)
 
 
 # Options naming files a command writes, and files or folders it reads.

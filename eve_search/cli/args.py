@@ -31,6 +31,7 @@ __all__ = [
     "add_cost_mode_option",
     "add_protocol_arguments",
     "add_store_options",
+    "default_storage_url",
     "JOBS_PER_CPU",
     "MAX_BUDGET",
     "MAX_CONFIGS",
@@ -461,13 +462,57 @@ def add_cost_mode_option(parser: Any) -> None:
     parser.add_argument("--cost-mode", choices=sorted(COST_MODES), default="calibrated", help=COST_MODE_HELP)
 
 
-def add_store_options(parser: Any, *, checkpoints: bool) -> None:
-    """``--storage`` and ``--workdir`` (default ``./eve-search-runs``), as every command with a results store
-    declares them; ``checkpoints``: the command also keeps trial checkpoints in the work directory."""
+def default_storage_url(workdir: str | os.PathLike = DEFAULT_WORKDIR) -> str:
+    """The results store of a work directory, used when ``--storage`` is not given: its ``results.db``.
+
+    Args:
+        workdir: the work directory (default: ``./eve-search-runs``, relative to the current folder).
+
+    Returns:
+        An SQLAlchemy URL of the SQLite file, with an absolute path (the same store from any folder
+        the command later changes to).
+
+    Example:
+        >>> from pathlib import Path
+        >>> default_storage_url("runs") == "sqlite:///" + str((Path("runs") / "results.db").resolve())
+        True
+        >>> default_storage_url().endswith("/eve-search-runs/results.db")
+        True
+    """
     from pathlib import Path
 
+    return f"sqlite:///{(Path(workdir) / 'results.db').resolve()}"
+
+
+def add_store_options(parser: Any, *, checkpoints: bool, workdir: bool = True) -> None:
+    """``--storage`` and ``--workdir`` (default ``./eve-search-runs``), as every command with a results store
+    declares them.
+
+    Args:
+        parser: the command's ``argparse`` parser.
+        checkpoints: the command also keeps trial checkpoints in the work directory (its help says so).
+        workdir: declare ``--workdir``; False for a command that only reads a store (``dashboard``): its
+            store is ``--storage``, else the default work directory's (:func:`default_storage_url`).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> add_store_options(parser, checkpoints=False, workdir=False)
+        >>> parser.parse_args([])
+        Namespace(storage=None)
+        >>> parser = argparse.ArgumentParser()
+        >>> add_store_options(parser, checkpoints=True)
+        >>> args = parser.parse_args(["--workdir", "runs"])
+        >>> args.storage, str(args.workdir)
+        (None, 'runs')
+    """
+    from pathlib import Path
+
+    where = "<workdir>" if workdir else DEFAULT_WORKDIR
     parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        "sqlite:///<workdir>/results.db; e.g. postgresql+psycopg2://user@host/db)")
+                        f"sqlite:///{where}/results.db; e.g. postgresql+psycopg2://user@host/db)")
+    if not workdir:
+        return
     kept = "the default store and the trial checkpoints live" if checkpoints else "the default store lives"
     parser.add_argument("--workdir", type=Path, default=Path(DEFAULT_WORKDIR), metavar="DIR",
                         help=f"where {kept} (default: ./{DEFAULT_WORKDIR})")

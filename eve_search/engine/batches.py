@@ -19,6 +19,12 @@ class BatchStream:
     epoch and the position inside it: a loaded stream yields exactly the batches the saved one
     would have.
 
+    Args:
+        x: the training inputs, one row per example (shared, never copied).
+        y: the targets, as many rows as ``x``.
+        batch_size: rows per batch, an int from 1 to the number of rows.
+        generator: the stream's own random generator (its state is saved with the stream).
+
     Example:
         >>> import torch
         >>> stream = BatchStream(torch.arange(10.0)[:, None], torch.arange(10), 4,

@@ -41,7 +41,19 @@ class CheckpointError(ValueError):
 
 
 def state_bytes(state: dict[str, Any]) -> bytes:
-    """``state`` serialized in the checkpoint format (``torch.save`` into memory)."""
+    """``state`` serialized in the checkpoint format (``torch.save`` into memory).
+
+    Args:
+        state: tensors and plain values (what ``Trial.state_dict()`` returns).
+
+    Returns:
+        The bytes :func:`save_atomically` writes and :func:`load_state` reads.
+
+    Example:
+        >>> import torch
+        >>> load_state(state_bytes({"step": 3, "weights": torch.zeros(2)}))["step"]
+        3
+    """
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return buffer.getvalue()
@@ -53,6 +65,21 @@ def save_atomically(state: dict[str, Any] | bytes, path: str | os.PathLike) -> N
 
     No fsync: a checkpoint lost to an operating-system crash is recomputed exactly on resume (training
     is deterministic and the engine replays every rung budget in order).
+
+    Args:
+        state: tensors and plain values, or the bytes of :func:`state_bytes`.
+        path: the checkpoint file; missing parent folders are created.
+
+    Raises CheckpointError (one line naming the file) when it cannot be written.
+
+    Example:
+        >>> import tempfile, torch
+        >>> from pathlib import Path
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = Path(folder) / "trial" / "0.pt"
+        ...     save_atomically({"weights": torch.ones(2)}, path)
+        ...     print(load_state(path)["weights"], [p.name for p in path.parent.iterdir()])
+        tensor([1., 1.]) ['0.pt']
     """
     path = Path(path)
     content = state if isinstance(state, bytes) else state_bytes(state)
@@ -91,7 +118,22 @@ def _unwritable(path: Path, error: OSError) -> CheckpointError:
 
 def remove_checkpoint(path: str | os.PathLike) -> None:
     """Delete a checkpoint that is no longer needed (missing: nothing to do); CheckpointError, one
-    line, when it cannot be (a directory in its place, a read-only folder)."""
+    line, when it cannot be (a directory in its place, a read-only folder).
+
+    Args:
+        path: the checkpoint file.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = Path(folder) / "0.pt"
+        ...     save_atomically(b"", path)
+        ...     remove_checkpoint(path)
+        ...     remove_checkpoint(path)  # already gone: nothing to do
+        ...     path.exists()
+        False
+    """
     path = Path(path)
     try:
         path.unlink(missing_ok=True)
@@ -104,7 +146,23 @@ def remove_checkpoint(path: str | os.PathLike) -> None:
 
 
 def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
-    """Read a checkpoint from a path or bytes without executing code (``weights_only=True``)."""
+    """Read a checkpoint from a path or bytes without executing code (``weights_only=True``).
+
+    Args:
+        source: the checkpoint file, or its bytes.
+
+    Returns:
+        The saved dict, its tensors on the CPU. Raises CheckpointError (one line naming the file) when
+        it is missing, unreadable, unsafe or not a dict.
+
+    Example:
+        >>> load_state(state_bytes({"position": 5}))
+        {'position': 5}
+        >>> load_state(state_bytes([1, 2]))
+        Traceback (most recent call last):
+        ...
+        eve_search.engine.checkpoint.CheckpointError: checkpoint <bytes>: holds a list, not a trial state
+    """
     name = "<bytes>" if isinstance(source, bytes) else str(source)
     advice = "" if isinstance(source, bytes) else ("; delete it, then run again with --resume: the trial is "
                                                    "retrained exactly")

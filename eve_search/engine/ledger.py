@@ -56,7 +56,22 @@ MODES = ("max", "min")
 
 
 def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
-    """Cumulative rung budgets: whole numbers of evaluation units, positive and strictly increasing."""
+    """Cumulative rung budgets: whole numbers of evaluation units, positive and strictly increasing.
+
+    Args:
+        rungs: the budgets, in evaluation units (floats with whole values are accepted).
+
+    Returns:
+        The budgets as a tuple of ints; a one-line ValueError names them otherwise.
+
+    Example:
+        >>> check_rungs([100, 300.0, 900])
+        (100, 300, 900)
+        >>> check_rungs([300, 100])
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid rungs: 300, 100 (expected strictly increasing cumulative budgets)
+    """
     try:
         values = tuple(rungs)
     except TypeError:
@@ -118,7 +133,22 @@ def rungs_from_geometric(min_resource: float, max_resource: float, reduction_fac
 
 
 def check_fraction(fraction: float) -> float:
-    """The promoted share of a rung: a number in (0, 1]."""
+    """The promoted share of a rung: a number in (0, 1].
+
+    Args:
+        fraction: the value to check.
+
+    Returns:
+        ``fraction`` as a float; a one-line ValueError naming it otherwise.
+
+    Example:
+        >>> check_fraction(1)
+        1.0
+        >>> check_fraction(0)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid fraction: 0 (expected a number in (0, 1])
+    """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
         raise ValueError(f"Invalid fraction: {fraction!r} (expected a number in (0, 1])")
     return float(fraction)
@@ -131,7 +161,19 @@ def _check_mode(mode: str) -> str:
 
 
 def promotion_count(survivors: int, fraction: float = PROMOTED_FRACTION) -> int:
-    """How many of ``survivors`` go on: ceil(survivors * fraction), at least one."""
+    """How many of ``survivors`` go on: ceil(survivors * fraction), at least one.
+
+    Args:
+        survivors: the trials that reported the rung.
+        fraction: the promoted share, in (0, 1] (default: one third, the paper's).
+
+    Returns:
+        The number promoted.
+
+    Example:
+        >>> promotion_count(9), promotion_count(10), promotion_count(2)
+        (3, 4, 1)
+    """
     check_fraction(fraction)
     return max(1, math.ceil(survivors * fraction - 1e-9))
 
@@ -140,6 +182,14 @@ def rank_order(scores: Mapping[Any, float], mode: str = "max") -> list[Any]:
     """The keys of ``scores`` from best to worst: a better score first, ties in the mapping's order
     (the order trials joined), NaN last.
 
+    Args:
+        scores: each trial's score, in the order that breaks ties.
+        mode: ``"max"`` (a higher score is better) or ``"min"``.
+
+    Returns:
+        The keys, best first.
+
+    Example:
     >>> rank_order({"x": 0.5, "y": float("nan"), "z": 0.5, "w": 0.9})
     ['w', 'x', 'z', 'y']
     """
@@ -159,12 +209,39 @@ def promote_top_fraction(scores: Mapping[Any, float], fraction: float = PROMOTED
 
     A sweep passes its scores in configuration order, so ties go to the configuration sampled first
     and the outcome never depends on the order in which trials finished.
+
+    Args:
+        scores: each trial's score at the rung, in the order that breaks ties.
+        fraction: the promoted share, in (0, 1].
+        mode: ``"max"`` (a higher score is better) or ``"min"``.
+
+    Returns:
+        The promoted keys, best first.
+
+    Example:
+        >>> promote_top_fraction({"a": 0.7, "b": 0.9, "c": 0.8})
+        ['b']
+        >>> promote_top_fraction({"a": 0.7, "b": 0.9, "c": 0.8}, fraction=0.5, mode="min")
+        ['a', 'c']
     """
     return rank_order(scores, mode)[: promotion_count(len(scores), fraction)]
 
 
 def rung_sizes(trials: int, rungs: Sequence[float], fraction: float = PROMOTED_FRACTION) -> list[int]:
-    """How many trials each rung trains when none fails."""
+    """How many trials each rung trains when none fails.
+
+    Args:
+        trials: the cohort's size (trained at the first rung).
+        rungs: the rung budgets (only their number matters).
+        fraction: the promoted share of each rung.
+
+    Returns:
+        One count per rung.
+
+    Example:
+        >>> rung_sizes(27, DEFAULT_RUNGS)
+        [27, 9, 3, 1, 1]
+    """
     sizes = [trials]
     for _ in rungs[1:]:
         sizes.append(promotion_count(sizes[-1], fraction))
@@ -174,7 +251,19 @@ def rung_sizes(trials: int, rungs: Sequence[float], fraction: float = PROMOTED_F
 @dataclass(frozen=True)
 class RungDecision:
     """A rung's outcome: who goes on (in rank order) and who stops there. At the last rung nobody is
-    promoted and ``stopped`` lists the trials that completed it."""
+    promoted and ``stopped`` lists the trials that completed it.
+
+    Attributes:
+        rung: the rung's index.
+        budget: its cumulative budget, in evaluation units.
+        promoted: the trials that go on, best first.
+        stopped: the other trials of its cohort, in cohort order.
+
+    Example:
+        >>> decision = RungDecision(rung=0, budget=100, promoted=[4], stopped=[0, 1])
+        >>> decision.promoted, decision.stopped
+        ([4], [0, 1])
+    """
 
     rung: int
     budget: int
@@ -196,6 +285,15 @@ class RungLedger:
         mode: ``"max"`` (higher scores are better) or ``"min"``.
         trials: the cohort's trial ids (hashable: indices, Ray trial ids, Optuna numbers), in the order
             that breaks ties; more can join with :meth:`add` until the first rung is decided.
+
+    Example:
+        >>> ledger = RungLedger(rungs=(1, 3), trials=["a", "b", "c"])
+        >>> for trial, score in [("a", 0.7), ("b", 0.9), ("c", 0.8)]:
+        ...     ledger.report(trial, 0, score)
+        >>> ledger.decide(0)
+        RungDecision(rung=0, budget=1, promoted=['b'], stopped=['a', 'c'])
+        >>> ledger.next_rung("b"), ledger.status("a")
+        (1, 'stopped')
     """
 
     def __init__(self, rungs: Sequence[float] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION,

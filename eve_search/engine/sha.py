@@ -70,7 +70,22 @@ def trial_bytes(trial: Trial, checkpoint: bytes | None = None) -> int:
     """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
     ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
     state, the batch stream, the meter), or, without one, the model's and the optimizer's tensors
-    again (what its checkpoint will hold)."""
+    again (what its checkpoint will hold).
+
+    Args:
+        trial: the trial to keep.
+        checkpoint: its serialized state (:meth:`~eve_search.engine.trial.Trial.to_bytes`), if made.
+
+    Returns:
+        The bytes counted against ``keep_bytes``.
+
+    Example:
+        >>> from eve_search.engine.trial import Trial
+        >>> trial = Trial("adult", {"lr": 1e-3, "width": 8, "depth": 1}, "adam", seed=0, index=0,
+        ...               backward_ratio=2.0)
+        >>> trial_bytes(trial) > trial_bytes(trial, checkpoint=b"") > 0
+        True
+    """
     tensors = [*trial.model.parameters(), *trial.model.buffers()]
     size = sum(t.numel() * t.element_size() for t in tensors)
     if checkpoint is not None:
@@ -90,7 +105,25 @@ def _tensor_bytes(value: Any) -> int:
 
 
 class RungStore(Protocol):
-    """Where the engine keeps results and checkpoints, so that a killed sweep resumes exactly."""
+    """Where the engine keeps results and checkpoints, so that a killed sweep resumes exactly.
+
+    A structural type (``typing.Protocol``): :class:`~eve_search.engine.store.SweepStore` is one, and
+    so is any object with these methods (see :class:`SynchronousSuccessiveHalving` for one kept in a
+    dict).
+
+    Attributes:
+        rung_details: ``rung_details()``, the results recorded so far, per trial and rung budget.
+        checkpoint_path: ``checkpoint_path(index)``, the ``Path`` of a trial's latest checkpoint.
+        record: ``record(index, budget, details, checkpoint)``, one result (and its checkpoint).
+        eliminate: ``eliminate(indices)``, trials stopped at their rung.
+        complete: ``complete(index, score)``, a trial that completed the last rung.
+
+    Example:
+        >>> from eve_search.engine.store import SweepStore
+        >>> all(callable(getattr(SweepStore, name)) for name in
+        ...     ("rung_details", "checkpoint_path", "record", "eliminate", "complete"))
+        True
+    """
 
     def rung_details(self) -> dict[int, dict[int, dict[str, Any]]]:
         """Per trial index, per rung budget: the details recorded (``score`` at least)."""
@@ -114,7 +147,19 @@ class RungStore(Protocol):
 
 @dataclass
 class RungReport:
-    """What happened at one rung: its budget, the trials it trained, their scores, those promoted."""
+    """What happened at one rung: its budget, the trials it trained, their scores, those promoted.
+
+    Attributes:
+        budget: the rung's cumulative budget, in evaluation units.
+        trials: the indices it trained (its cohort), in cohort order.
+        scores: each of those trials' score at the rung.
+        promoted: the indices that go on, best first (empty at the last rung).
+
+    Example:
+        >>> report = RungReport(budget=100, trials=[0, 1, 2], scores={0: 0.8, 1: 0.9, 2: 0.7}, promoted=[1])
+        >>> report.promoted
+        [1]
+    """
 
     budget: int
     trials: list[int]
@@ -144,6 +189,33 @@ class SynchronousSuccessiveHalving:
         evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
             without rebuilding its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`); the
             default rebuilds the whole trial.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from eve_search.engine.checkpoint import save_atomically
+        >>> class DictStore:  # a RungStore in memory, checkpoints in a folder
+        ...     def __init__(self, folder):
+        ...         self.folder, self.results = Path(folder), {}
+        ...     def rung_details(self):
+        ...         return self.results
+        ...     def checkpoint_path(self, index):
+        ...         return self.folder / f"{index}.pt"
+        ...     def record(self, index, budget, details, checkpoint):
+        ...         if checkpoint is not None:
+        ...             save_atomically(checkpoint, self.checkpoint_path(index))
+        ...         self.results.setdefault(index, {})[budget] = details
+        ...     def eliminate(self, indices):
+        ...         pass
+        ...     def complete(self, index, score):
+        ...         pass
+        >>> def make_trial(index):
+        ...     return Trial("adult", {"lr": [1e-3, 3e-3, 1e-2][index], "width": 8, "depth": 1}, "adam",
+        ...                  seed=0, index=index, backward_ratio=2.0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     reports = SynchronousSuccessiveHalving(3, make_trial, DictStore(folder), rungs=(30, 90)).run()
+        >>> [(report.budget, len(report.trials), len(report.promoted)) for report in reports]
+        [(30, 3, 1), (90, 1, 0)]
     """
 
     def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,

@@ -54,12 +54,41 @@ class StoreError(ValueError):
 
 
 def study_name(task: str, space: str, optimizer: str, seed: int, config_seed: int = 0) -> str:
+    """The Optuna study name of a sweep: what ``--resume`` finds it by in a store.
+
+    Args:
+        task: the task's registry name.
+        space: the search space's name.
+        optimizer: the optimizer's registry name.
+        seed: the training seed.
+        config_seed: the seed the configurations were sampled from (named only when not 0).
+
+    Returns:
+        ``task-space-optimizer-seedN``, with ``-configsM`` appended for ``config_seed`` M > 0.
+
+    Example:
+        >>> study_name("adult", "hp", "eve", 0)
+        'adult-hp-eve-seed0'
+        >>> study_name("adult", "hp", "adam", 1, config_seed=2)
+        'adult-hp-adam-seed1-configs2'
+    """
     suffix = "" if config_seed == 0 else f"-configs{config_seed}"
     return f"{task}-{space}-{optimizer}-seed{seed}{suffix}"
 
 
 def rung_key(budget: int) -> str:
-    """The user-attribute key of a trial's details at rung ``budget``."""
+    """The user-attribute key of a trial's details at rung ``budget``.
+
+    Args:
+        budget: the rung's cumulative budget, in evaluation units.
+
+    Returns:
+        ``rung_<budget>``.
+
+    Example:
+        >>> rung_key(300)
+        'rung_300'
+    """
     return f"rung_{int(budget)}"
 
 
@@ -178,7 +207,26 @@ def _first_line(error: BaseException) -> str:
 
 
 def open_storage(url: str) -> Any:
-    """An Optuna RDB storage for ``url``, or :class:`StoreError` naming the URL in one line."""
+    """An Optuna RDB storage for ``url``, or :class:`StoreError` naming the URL in one line.
+
+    Args:
+        url: an SQLAlchemy URL (``sqlite:///path.db``, ``postgresql+psycopg2://...``).
+
+    Returns:
+        An ``optuna.storages.RDBStorage`` whose schema exists.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     storage = open_storage(f"sqlite:///{folder}/results.db")
+        ...     print(type(storage).__name__, storage.get_all_studies())
+        ...     storage.engine.dispose()
+        RDBStorage []
+        >>> open_storage("nosuchdb://x")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        eve_search.engine.store.StoreError: --storage 'nosuchdb://x': ...
+    """
     optuna = require("optuna", "optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
@@ -225,6 +273,17 @@ class SweepStore:
         settings: everything that defines the sweep; resuming with different settings is refused.
         direction: ``"maximize"`` or ``"minimize"`` (the task's mode).
         resume: continue an existing sweep of this name (a missing one starts fresh).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from eve_search.engine.sweep import SweepSettings, prepare_sweep
+        >>> settings = SweepSettings(space="hp", optimizer="eve", configs=3, rungs=(100, 300), backward_ratio=2.0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     store = prepare_sweep(settings, storage=f"sqlite:///{folder}/results.db",
+        ...                           checkpoint_dir=Path(folder) / "checkpoints").store
+        ...     print(store.name, store.rung_details(), store.checkpoint_path(2).name)
+        adult-hp-eve-seed0 {0: {}, 1: {}, 2: {}} trial-0002.pt
     """
 
     kind = KIND  # the study's ``kind`` user attribute; a subclass storing another kind of run sets its own

@@ -115,6 +115,28 @@ class SweepResult:
     ``best`` is the best validation score found at any rung (the paper's "best validation accuracy
     found"), with its configuration, rung budget and test metrics; ``winner`` is the configuration
     SHA kept to the last rung, with its final validation score and test metrics.
+
+    Attributes:
+        task: the task's name.
+        optimizer: the optimizer's name.
+        space: the search space's name.
+        seed: the training seed.
+        metric: the validation metric ranked by (the task's).
+        wall_seconds: the sweep's wall time, over every run of it.
+        training_seconds: the trials' own training time, summed.
+        charged_units: evaluation units charged, summed over the trials.
+        cost_mode: ``"calibrated"`` or ``"measured"``.
+        backward_ratios: the frozen backward/forward ratio of each model shape (calibrated mode).
+        best: ``index``, ``config``, ``score``, ``budget`` and ``test`` of the best score found.
+        winner: ``index``, ``config``, ``score`` and ``test`` of the configuration SHA kept.
+        rungs: per rung, its ``budget``, how many ``trials`` it trained and how many it ``promoted``.
+        trials: per configuration, its ``index``, ``config`` and ``scores`` by rung budget.
+        trained: trial-rungs trained by this call (0 when every result came from the store).
+
+    Example (trains: several seconds, so not run as a doctest; tests/engine runs sweeps):
+        >>> result = run_sweep(SweepSettings(space="hp", optimizer="eve", backward_ratio=2.0),  # doctest: +SKIP
+        ...                    storage="sqlite:///runs/results.db", checkpoint_dir=Path("runs/checkpoints"))
+        >>> result.winner["config"], result.rungs[0]  # doctest: +SKIP
     """
 
     task: str
@@ -147,6 +169,26 @@ class Sweep:
     """A prepared sweep: its task and data, configurations, store and the trials' factory.
 
     Build it with :func:`prepare_sweep`; :meth:`run` trains it in this process.
+
+    Args:
+        settings: what the sweep is.
+        task: the task it trains.
+        data: the task's loaded splits.
+        configs: the sampled configurations, index = position.
+        store: the sweep's results store (holds what an earlier run recorded).
+        data_dir: where the data came from (None: the task's default), for worker processes.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> settings = SweepSettings(space="hp", optimizer="eve", configs=3, rungs=(100, 300), backward_ratio=2.0)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     sweep = prepare_sweep(settings, storage=f"sqlite:///{folder}/results.db",
+        ...                           checkpoint_dir=Path(folder) / "checkpoints")
+        ...     ratios = sweep.calibrate()  # pinned by backward_ratio: nothing is measured
+        ...     print(sorted(set(ratios.values())), sweep.make_trial(0).budget)
+        [2.0] 0
+        >>> result = sweep.run()  # trains every rung: not run here  # doctest: +SKIP
     """
 
     def __init__(self, settings: SweepSettings, task: Task, data: Splits, configs: list[Config],

@@ -48,6 +48,19 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
 
     They depend on the training seed and the configuration, not on the optimizer, so every method
     trains a configuration from the same initial weights on the same batches (pairing by seed).
+
+    Args:
+        seed: the training seed.
+        index: the configuration's index in its sweep.
+
+    Returns:
+        Three independent seeds, each an int in [0, 2**64).
+
+    Example:
+        >>> trial_seeds(0, 5) == trial_seeds(0, 5), trial_seeds(0, 5) == trial_seeds(1, 5)
+        (True, False)
+        >>> len(set(trial_seeds(0, 5)))
+        3
     """
     states = np.random.SeedSequence([int(seed), int(index)]).generate_state(3, dtype=np.uint64)
     return tuple(int(s) for s in states)  # type: ignore[return-value]
@@ -60,6 +73,18 @@ def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str =
     results (the parent of ``--jobs`` workers) needs for test metrics. Equal to building the trial,
     loading the checkpoint and calling :meth:`Trial.evaluate`, bit for bit. A checkpoint of another
     trial, or one that does not fit, raises :class:`CheckpointError`.
+
+    Args:
+        task: the trial's task.
+        config: its configuration.
+        content: the checkpoint's bytes.
+        split: ``"train"``, ``"val"`` or ``"test"``.
+        seed: the trial's training seed (the checkpoint must carry the same).
+        index: its configuration index (likewise).
+        data: the task's splits.
+
+    Returns:
+        The task's metrics (``task.metric`` among them).
 
     Example:
         >>> from eve_search.tasks import get_task
@@ -309,7 +334,18 @@ class Trial:
 
 def warm_up(optimizer: str) -> None:
     """Pay one-time costs (lazy imports inside torch.optim, first-call kernel setup) before the
-    sweep's clock starts, so that whichever sweep a process runs first is not charged for them."""
+    sweep's clock starts, so that whichever sweep a process runs first is not charged for them.
+
+    Args:
+        optimizer: a registered optimizer's name; four steps of it run on a tiny network.
+
+    Example:
+        >>> warm_up("eve")
+        >>> warm_up("nosuch")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: ...nosuch...
+    """
     model = mlp(4, [4], 2, generator=torch.Generator().manual_seed(0))
     opt = make_optimizer(optimizer, model.parameters(), lr=1e-3)
     x, y = torch.zeros(8, 4), torch.zeros(8, dtype=torch.long)

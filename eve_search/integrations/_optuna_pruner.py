@@ -84,12 +84,37 @@ def root_number(trial: FrozenTrial) -> int:
     A trial re-queued after its worker died (Optuna's ``RetryHeartbeatStaleTrialCallback``) keeps the
     original's number in the system attribute ``failed_trial``; it takes the original's place in its
     cohort.
+
+    Args:
+        trial: a trial of the study.
+
+    Returns:
+        The number of the trial whose place in the cohort it holds.
+
+    Example:
+        >>> from optuna.trial import create_trial
+        >>> root_number(create_trial(value=0.8, system_attrs={"failed_trial": 4}))
+        4
+        >>> root_number(create_trial(value=0.8))  # a trial not yet in a study is number -1
+        -1
     """
     return int(trial.system_attrs.get("failed_trial", trial.number))
 
 
 def decision_key(cohort: int, budget: int) -> str:
-    """The study user attribute that records a rung decision of a cohort."""
+    """The study user attribute that records a rung decision of a cohort.
+
+    Args:
+        cohort: the cohort's number.
+        budget: the rung's budget, in steps.
+
+    Returns:
+        The attribute's key.
+
+    Example:
+        >>> decision_key(0, 300)
+        'sha:cohort0:rung300'
+    """
     return f"sha:cohort{cohort}:rung{int(budget)}"
 
 

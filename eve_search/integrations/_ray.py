@@ -117,7 +117,26 @@ def _write_json_atomically(value: Any, path: Path) -> None:
 def load_scheduler_state(experiment_path: str | os.PathLike) -> dict[str, Any]:
     """The scheduler state a run saved under ``experiment_path`` (Tune's experiment folder on local
     storage): ``{"cohorts": [RungLedger.state_dict(), ...], "ledger": the first cohort's, "closed":
-    [...], "partial": [...], "early": ..., "trials": {trial_id: tag}, "time_attr": ..., "metric": ...}``."""
+    [...], "partial": [...], "early": ..., "trials": {trial_id: tag}, "time_attr": ..., "metric": ...}``.
+
+    Args:
+        experiment_path: the experiment's folder (``tuner.get_results().experiment_path``).
+
+    Returns:
+        The saved state, as parsed from its JSON file; ValueError when the folder holds none.
+
+    Example:
+        >>> import json, tempfile
+        >>> from pathlib import Path
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     _ = (Path(folder) / STATE_FILE).write_text(json.dumps({"cohorts": [], "metric": "accuracy"}))
+        ...     load_scheduler_state(folder)["metric"]
+        'accuracy'
+        >>> load_scheduler_state("/nonexistent")
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid experiment_path: '/nonexistent' (no eve_sha_scheduler.json there)
+    """
     path = Path(experiment_path) / STATE_FILE
     if not path.exists():
         raise ValueError(f"Invalid experiment_path: {str(experiment_path)!r} (no {STATE_FILE} there)")
@@ -983,7 +1002,20 @@ class SynchronousSHAScheduler(FIFOScheduler):
 
 def config_index(config: dict[str, Any]) -> int:
     """A configuration's index for its seeds: ``config[INDEX_KEY]`` when the sweep gives one, else a
-    stable hash of the configuration (the same configuration gets the same weights and batches)."""
+    stable hash of the configuration (the same configuration gets the same weights and batches).
+
+    Args:
+        config: a trial's configuration.
+
+    Returns:
+        An int in [0, 2**31).
+
+    Example:
+        >>> config_index({"lr": 1e-3, "width": 64, INDEX_KEY: 7})
+        7
+        >>> config_index({"lr": 1e-3, "width": 64}) == config_index({"width": 64, "lr": 1e-3})
+        True
+    """
     if INDEX_KEY in config:
         return int(config[INDEX_KEY])
     text = json.dumps({k: config[k] for k in sorted(config)}, sort_keys=True, default=repr)
@@ -998,7 +1030,9 @@ class EveTrainable(tune.Trainable):
     Schedule it with ``SynchronousSHAScheduler(time_attr="eval_cost", rungs=...)`` and the same rungs:
     each ``step()`` trains to the next rung, and ``eval_cost`` counts the evaluation units charged.
 
-    Args (keywords of ``setup``):
+    The settings are keywords of ``setup`` (passed through ``tune.with_parameters``).
+
+    Args:
         task: a :class:`~eve_search.tasks.Task` (it travels to the actor without its data) or a
             registered task name.
         optimizer: ``"eve"`` or a baseline name; ``seed``: the training seed.
@@ -1014,6 +1048,17 @@ class EveTrainable(tune.Trainable):
 
     The configuration's seeds come from ``config["trial_index"]`` when present (a sweep's
     configuration index; the key is not passed to the model), else from a hash of the configuration.
+
+    Example (needs a Ray runtime and trains, so not run as a doctest; tests/integrations runs it):
+        >>> from ray import tune  # doctest: +SKIP
+        >>> from eve_search.integrations.ray import EveTrainable, SynchronousSHAScheduler
+        >>> rungs = (100, 300)
+        >>> tuner = tune.Tuner(  # doctest: +SKIP
+        ...     tune.with_parameters(EveTrainable, task="adult", rungs=rungs, backward_ratio=2.0),
+        ...     param_space={"lr": tune.loguniform(1e-4, 1e-2), "width": 64, "depth": 1},
+        ...     tune_config=tune.TuneConfig(num_samples=6, scheduler=SynchronousSHAScheduler(
+        ...         time_attr="eval_cost", rungs=rungs, metric="accuracy", mode="max")))
+        >>> best = tuner.fit().get_best_result()  # doctest: +SKIP
     """
 
     def setup(self, config: dict[str, Any], task: Task | str = "adult", optimizer: str = "eve",

@@ -261,7 +261,22 @@ def run_sweep_on_ray(sweep: Sweep, *, address: str | None = None, progress: Prog
         progress: called as (phase, rung number, trials done in the rung, trials in the rung, best).
         storage_path: where Tune keeps trial checkpoints and its experiment state (default: the
             sweep's checkpoint folder); on a multi-node cluster a folder every node sees, or a cloud URI.
+        num_cpus: CPUs of the local Ray instance started when there is no ``address`` (and no Ray
+            running in this process already).
         cpus_per_trial: CPUs each trial's actor reserves (its torch threads).
+
+    Returns:
+        The sweep's :class:`~eve_search.engine.sweep.SweepResult`, as :meth:`Sweep.run` returns it.
+
+    Example (starts Ray and trains, so not run as a doctest; tests/integrations runs it):
+        >>> from pathlib import Path
+        >>> from eve_search.engine.sweep import SweepSettings, prepare_sweep
+        >>> settings = SweepSettings(space="hp", optimizer="eve", configs=6, rungs=(100, 300), backward_ratio=2.0)
+        >>> sweep = prepare_sweep(settings, storage="sqlite:///runs/results.db",  # doctest: +SKIP
+        ...                       checkpoint_dir=Path("runs/checkpoints"))
+        >>> result = run_sweep_on_ray(sweep, num_cpus=2)  # doctest: +SKIP
+        >>> result.rungs  # doctest: +SKIP
+        [{'budget': 100, 'trials': 6, 'promoted': 2}, {'budget': 300, 'trials': 2, 'promoted': 0}]
     """
     ray = require("ray", "ray")
     tune = require("ray.tune", "ray")

@@ -36,6 +36,19 @@ def kaiming_bounds(params: Sequence[torch.Tensor]) -> list[float]:
 
     A 1-D tensor right after a weight with as many output rows is that weight's bias and uses its
     fan_in; any other tensor of fewer than 2 dimensions (a norm scale, a scalar) uses fan_in = 1.
+
+    Args:
+        params: the model's parameters in order (``list(model.parameters())``).
+
+    Returns:
+        One half-width b per tensor: EvE searches each weight in [-b, b] by default.
+
+    Example:
+        >>> import torch
+        >>> [round(b, 4) for b in kaiming_bounds(list(torch.nn.Linear(6, 3).parameters()))]
+        [1.0, 1.0]
+        >>> kaiming_bounds([torch.zeros(())])
+        [2.449489742783178]
     """
     half_widths = []
     previous: torch.Tensor | None = None

@@ -29,7 +29,24 @@ __all__ = [
 
 
 class TrainingOptimizer(Protocol):
-    """What a trial needs: a charged ``step(closure)`` and a state that round-trips."""
+    """What a trial needs: a charged ``step(closure)`` and a state that round-trips.
+
+    A structural type (``typing.Protocol``): any object with these three methods is one, without
+    inheriting from it. :class:`~eve_search.optim.EvE` and :class:`MeteredOptimizer` are.
+
+    Attributes:
+        step: ``step(closure)`` makes one charged step; returns the loss it saw, or None.
+        state_dict: ``state_dict()`` returns everything needed to continue bit for bit.
+        load_state_dict: ``load_state_dict(state)`` restores what ``state_dict`` returned.
+
+    Example:
+        >>> import torch
+        >>> from eve_search import CostMeter, MeteredOptimizer
+        >>> meter = CostMeter(10, mode="calibrated", backward_ratio=2.0)
+        >>> opt: TrainingOptimizer = MeteredOptimizer(torch.optim.SGD(torch.nn.Linear(2, 1).parameters()), meter)
+        >>> all(callable(getattr(opt, name)) for name in ("step", "state_dict", "load_state_dict"))
+        True
+    """
 
     def step(self, closure: Callable[[], Any]) -> float | None: ...
 

@@ -33,7 +33,22 @@ COST_MODES = ("measured", "calibrated")
 
 
 def check_cost_mode(cost_mode: object) -> str:
-    """``cost_mode`` if it is one of :data:`COST_MODES`, else a one-line ValueError naming it."""
+    """``cost_mode`` if it is one of :data:`COST_MODES`, else a one-line ValueError naming it.
+
+    Args:
+        cost_mode: the value to check.
+
+    Returns:
+        ``cost_mode`` itself, ``"measured"`` or ``"calibrated"``.
+
+    Example:
+        >>> check_cost_mode("measured")
+        'measured'
+        >>> check_cost_mode("wall")
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid cost_mode: 'wall' (expected 'calibrated' or 'measured')
+    """
     if cost_mode not in COST_MODES:
         raise ValueError(f"Invalid cost_mode: {cost_mode!r} (expected 'calibrated' or 'measured')")
     return cost_mode  # type: ignore[return-value]
@@ -54,7 +69,20 @@ def _check_ratio(ratio: float) -> float:
 
 
 class PassTotals(NamedTuple):
-    """What a meter has timed so far; two snapshots bound a span of passes."""
+    """What a meter has timed so far; two snapshots bound a span of passes.
+
+    Attributes:
+        forward_points: points scored by forward passes (one unit each).
+        forward_seconds: wall time of those forward passes.
+        backward_passes: backward passes charged.
+        backward_seconds: wall time of those backward passes.
+
+    Example:
+        >>> PassTotals()
+        PassTotals(forward_points=0, forward_seconds=0.0, backward_passes=0, backward_seconds=0.0)
+        >>> PassTotals(forward_points=8, forward_seconds=0.02).forward_points
+        8
+    """
 
     forward_points: int = 0
     forward_seconds: float = 0.0

@@ -21,12 +21,45 @@ MODES = ("max", "min")
 
 
 def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the model's logits: the default training loss of a classification task."""
+    """Mean cross-entropy of the model's logits: the default training loss of a classification task.
+
+    Args:
+        model: a classifier returning one row of logits per input row.
+        x: a minibatch of inputs.
+        y: its class indices.
+
+    Returns:
+        A 0-dim tensor with a gradient, ready for ``backward()``.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(3, 2)
+        >>> _ = torch.nn.init.zeros_(model.weight), torch.nn.init.zeros_(model.bias)
+        >>> round(cross_entropy_loss(model, torch.ones(4, 3), torch.tensor([0, 1, 0, 1])).item(), 4)
+        0.6931
+    """
     return torch.nn.functional.cross_entropy(model(x), y)
 
 
 def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-    """``accuracy`` and mean cross-entropy ``loss`` of a classifier on (x, y), in one forward pass."""
+    """``accuracy`` and mean cross-entropy ``loss`` of a classifier on (x, y), in one forward pass.
+
+    Args:
+        model: a classifier returning one row of logits per input row.
+        x: the inputs of a whole split.
+        y: their class indices.
+
+    Returns:
+        ``{"accuracy": ..., "loss": ...}`` as Python floats.
+
+    Example:
+        >>> import torch
+        >>> model = torch.nn.Linear(3, 2)
+        >>> _ = torch.nn.init.zeros_(model.weight), torch.nn.init.zeros_(model.bias)
+        >>> metrics = classification_metrics(model, torch.ones(4, 3), torch.tensor([0, 1, 0, 0]))
+        >>> metrics["accuracy"], round(metrics["loss"], 4)
+        (0.75, 0.6931)
+    """
     logits = model(x)
     return {"accuracy": (logits.argmax(dim=1) == y).double().mean().item(),
             "loss": torch.nn.functional.cross_entropy(logits, y).item()}
@@ -56,6 +89,17 @@ class Task:
         cost_key: configurations with the same key cost the same per pass, so they share one
             calibrated backward/forward ratio (default: every key except ``lr`` and ``weight_decay``).
         spaces: names of the search spaces made for this task (the CLI's defaults and choices).
+
+    Example:
+        >>> import torch
+        >>> from eve_search.tasks.models import mlp
+        >>> data = Splits(torch.randn(8, 3), torch.randint(0, 2, (8,)), torch.randn(4, 3),
+        ...               torch.randint(0, 2, (4,)), torch.randn(4, 3), torch.randint(0, 2, (4,)))
+        >>> task = Task("toy", "a random two-class problem", load_data=lambda data_dir: data,
+        ...             build_model=lambda config, splits, g: mlp(3, [4], 2, generator=g), batch_size=4)
+        >>> model = task.build_model({}, task.data(), torch.Generator().manual_seed(0))
+        >>> sorted(task.evaluate(model, task.data()))
+        ['accuracy', 'loss']
     """
 
     name: str
@@ -129,6 +173,15 @@ def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *
         source: the data set's path (or words for it), for the message.
         task: the task's name, for the message.
         hint: what to do instead, for the message (default: a larger data set or a smaller batch size).
+
+    Example:
+        >>> import torch
+        >>> data = Splits(*[torch.zeros(3, 1)] * 6)
+        >>> check_batch_size(data, 3, "toy data")
+        >>> check_batch_size(data, 4, "toy data", hint="use --batch-size 2")
+        Traceback (most recent call last):
+        ...
+        ValueError: the data set toy data has only 3 training rows, so batch size 4 cannot be used (every minibatch takes 4 rows): use --batch-size 2
     """
     rows = int(data.x_train.shape[0])
     if rows >= batch_size:

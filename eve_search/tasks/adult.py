@@ -27,12 +27,32 @@ def _adult_model(config: Config, data: Splits, generator: torch.Generator) -> nn
 
 
 def architecture_key(config: Config) -> str:
-    """``"{width}x{depth}"``: configurations with the same key train the same-shaped MLP."""
+    """``"{width}x{depth}"``: configurations with the same key train the same-shaped MLP.
+
+    Args:
+        config: a configuration with ``width`` and ``depth``.
+
+    Returns:
+        The key (the task's ``cost_key``: one calibrated backward/forward ratio per shape).
+
+    Example:
+        >>> architecture_key({"lr": 1e-3, "width": 64, "depth": 2})
+        '64x2'
+    """
     return f"{int(config['width'])}x{int(config['depth'])}"
 
 
 def adult_task() -> Task:
-    """The built-in ``"adult"`` task (UCI Adult, the paper's MLP search spaces ``hp`` and ``arch``)."""
+    """The built-in ``"adult"`` task (UCI Adult, the paper's MLP search spaces ``hp`` and ``arch``).
+
+    Returns:
+        The task; its data (the bundled copy, or ``task.data(folder)``) is read on first use.
+
+    Example:
+        >>> task = adult_task()
+        >>> task.name, task.metric, task.spaces
+        ('adult', 'accuracy', ('hp', 'arch'))
+    """
     return Task(
         "adult", "UCI Adult income > 50K: a ReLU MLP of `depth` x `width`, batch 256, ranked by validation accuracy",
         load_data=_adult_data, build_model=_adult_model, cost_key=architecture_key, spaces=("hp", "arch"))

@@ -49,13 +49,31 @@ _DESCRIPTION = ("a ReLU MLP of `depth` x `width` (paper: 784-1024-1024-10), batc
 
 
 def fashion_mnist_task() -> Task:
-    """The built-in ``"fashion-mnist"`` task (default data: the Debian package dataset-fashion-mnist)."""
+    """The built-in ``"fashion-mnist"`` task (default data: the Debian package dataset-fashion-mnist).
+
+    Returns:
+        The task; its data is read on first use (``task.data()``), not here.
+
+    Example:
+        >>> task = fashion_mnist_task()
+        >>> task.name, task.metric, task.batch_size
+        ('fashion-mnist', 'accuracy', 256)
+    """
     return Task("fashion-mnist", f"Fashion-MNIST (Debian dataset-fashion-mnist): {_DESCRIPTION}",
                 load_data=_fashion_data, build_model=_mlp)
 
 
 def mnist_task() -> Task:
-    """The built-in ``"mnist"`` task (MNIST-format data from a folder you give)."""
+    """The built-in ``"mnist"`` task (MNIST-format data from a folder you give).
+
+    Returns:
+        The task; ``task.data(folder)`` reads the four MNIST IDX files of ``folder``.
+
+    Example:
+        >>> task = mnist_task()
+        >>> task.name, task.mode
+        ('mnist', 'max')
+    """
     return Task("mnist", f"MNIST-format data from --data-dir: {_DESCRIPTION}", load_data=_mnist_data,
                 build_model=_mlp)
 
@@ -63,6 +81,16 @@ def mnist_task() -> Task:
 def mlp_weights(width: int, depth: int, inputs: int = 784, classes: int = 10) -> int:
     """The weights and biases of the ``inputs``-``width`` x ``depth``-``classes`` MLP.
 
+    Args:
+        width: units of each hidden layer.
+        depth: hidden layers.
+        inputs: input features (784: a 28 x 28 image).
+        classes: outputs.
+
+    Returns:
+        The number of parameters.
+
+    Example:
     >>> mlp_weights(1024, 2)
     1863690
     """

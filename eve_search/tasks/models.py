@@ -19,6 +19,15 @@ def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator
     "Initialization and bounds"), so every optimizer starts from weights inside that box; drawing
     from ``generator`` keeps the global RNG untouched and makes one seed give one network.
 
+    Args:
+        in_features: inputs per example.
+        hidden: the width of each hidden layer (empty: a linear model).
+        out_features: outputs (classes).
+        generator: the random generator the weights are drawn from.
+
+    Returns:
+        ``Linear, ReLU, ..., Linear`` as an ``nn.Sequential``.
+
     Example:
         >>> import torch
         >>> net = mlp(107, [256, 256], 2, generator=torch.Generator().manual_seed(0))
@@ -44,5 +53,16 @@ def mlp(in_features: int, hidden: Sequence[int], out_features: int, *, generator
 
 
 def hidden_layers(config: dict) -> list[int]:
-    """The hidden widths of an MLP configuration: ``depth`` layers of ``width`` units."""
+    """The hidden widths of an MLP configuration: ``depth`` layers of ``width`` units.
+
+    Args:
+        config: a configuration with ``width`` and ``depth`` (other keys are ignored).
+
+    Returns:
+        ``depth`` copies of ``width``, for :func:`mlp`'s ``hidden``.
+
+    Example:
+        >>> hidden_layers({"width": 256, "depth": 2, "lr": 1e-3})
+        [256, 256]
+    """
     return [int(config["width"])] * int(config["depth"])

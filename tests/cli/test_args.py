@@ -369,3 +369,18 @@ def test_a_plugin_error_in_rank_and_audit_is_one_line(shadowed, capsys):
     assert one_line(capsys).startswith("eve-search rank adult: --plugin 'bad_data.py' raised OSError: no data here")
     assert main(["audit", "adult", *common, "--budgets", "2,4", "--seeds", "0-1"]) == 2
     assert one_line(capsys).startswith("eve-search audit adult: --plugin 'bad_data.py' raised OSError: no data here")
+
+
+def test_every_command_defaults_to_the_store_of_its_work_directory(tmp_path, monkeypatch):
+    from eve_search.cli._common import _default_storage
+    from eve_search.cli._main import _build_parser
+
+    monkeypatch.chdir(tmp_path)
+    parser = _build_parser()
+    store = _default_storage(parser.parse_args(["adult", "--space", "hp", "--workdir", "runs"]))
+    assert store == _argtypes.default_storage_url("runs") == f"sqlite:///{tmp_path / 'runs' / 'results.db'}"
+    assert _default_storage(parser.parse_args(["dashboard"])) == _argtypes.default_storage_url() \
+        == f"sqlite:///{tmp_path / _argtypes.DEFAULT_WORKDIR / 'results.db'}"
+    given = "sqlite:///elsewhere.db"
+    assert _default_storage(parser.parse_args(["dashboard", "--storage", given])) == given
+    assert _default_storage(parser.parse_args(["bench", "matmul"])) is None  # no store

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +32,23 @@ def test_default_output_is_report_html_in_the_working_directory(sweep_store, tmp
     monkeypatch.chdir(tmp_path)
     assert main(["dashboard", "--storage", url]) == 0
     assert (tmp_path / "report.html").is_file()
+
+
+def test_without_storage_it_reads_the_default_work_directory_and_takes_no_workdir(sweep_store, tmp_path, capsys,
+                                                                                   monkeypatch):
+    from eve_search.cli.args import DEFAULT_WORKDIR, default_storage_url
+
+    url, _ = sweep_store
+    run = tmp_path / "run"
+    (run / DEFAULT_WORKDIR).mkdir(parents=True)
+    shutil.copyfile(tmp_path / "results.db", run / DEFAULT_WORKDIR / "results.db")
+    monkeypatch.chdir(run)
+    assert main(["dashboard", "--json", "data.json", "--out", "page.html"]) == 0
+    exported = json.loads((run / "data.json").read_text())
+    assert exported["sweeps"] == dashboard_data(url)["sweeps"] == dashboard_data(default_storage_url())["sweeps"]
+    capsys.readouterr()
+    assert main(["dashboard", "--workdir", str(run)]) == 2  # it only reads a store: nothing to create
+    assert "unrecognized arguments: --workdir" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

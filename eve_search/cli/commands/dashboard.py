@@ -9,10 +9,12 @@ import sys
 from pathlib import Path
 
 from eve_search.cli._common import JSON_SCHEMA_VERSION, _default_storage
-from eve_search.cli.args import DEFAULT_WORKDIR
+from eve_search.cli.args import DEFAULT_WORKDIR, add_store_options
 
 __all__ = ["DEFAULT_STORAGE", "configure_parser", "run"]
 
+#: The store read without --storage (relative to the current folder; see
+#: :func:`eve_search.cli.args.default_storage_url`).
 DEFAULT_STORAGE = f"{DEFAULT_WORKDIR}/results.db"
 
 
@@ -43,8 +45,7 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         "time against the best validation score found (with the paper's UCI Adult figures beside ours), each "
         "sweep's successive-halving ladder and trial curves against charged units and wall seconds, the "
         "ranking agreement between EvE and Adam, and a sortable, filterable table of every configuration.")
-    parser.add_argument("--storage", metavar="URL", help="SQLAlchemy URL of the results store (default: "
-                        f"sqlite:///{DEFAULT_STORAGE})")
+    add_store_options(parser, checkpoints=False, workdir=False)  # reads a store: no --workdir to create
     parser.add_argument("--out", type=Path, metavar="PATH", help="where to write the page (default: report.html; "
                         "with --serve, only written when given)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the page's data as JSON")
