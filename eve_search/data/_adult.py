@@ -60,7 +60,20 @@ class AdultDataError(ValueError):
 
 @dataclass(frozen=True)
 class AdultSplits(Splits):
-    """Preprocessed Adult tensors and the names of the 107 features. Shared between trials: read-only."""
+    """Preprocessed Adult tensors and the names of the 107 features. Shared between trials: read-only.
+
+    Attributes:
+        x_train, y_train, x_val, y_val, x_test, y_test: the tensors of :class:`Splits` (float32
+            features, int64 labels: 1 for income > 50K).
+        feature_names: the column names, the 5 numeric ones first, then ``"column=value"`` per
+            one-hot category.
+
+    Example:
+        >>> from eve_search.data import load_adult
+        >>> adult = load_adult()
+        >>> adult.n_features, adult.feature_names[0]
+        (107, 'age')
+    """
 
     feature_names: tuple[str, ...] = ()
 
@@ -70,7 +83,16 @@ class AdultSplits(Splits):
 
 
 def bundled_adult_dir() -> Path:
-    """The directory of the copy shipped inside the package."""
+    """The directory of the copy shipped inside the package.
+
+    Returns:
+        The folder holding the bundled ``adult.data.gz`` and ``adult.test.gz``.
+
+    Example:
+        >>> from eve_search.data import bundled_adult_dir
+        >>> sorted(path.name for path in bundled_adult_dir().glob("*.gz"))
+        ['adult.data.gz', 'adult.test.gz']
+    """
     return Path(str(resources.files("eve_search.data") / "adult"))
 
 
@@ -170,6 +192,16 @@ def load_adult(data_dir: str | os.PathLike | None = None) -> AdultSplits:
 
     ``data_dir`` holds ``adult.data(.gz)`` and ``adult.test(.gz)``; their checksums are verified on
     every first load in a process (results are cached per directory).
+
+    Args:
+        data_dir: the folder holding the two official files; None reads the copy bundled with the
+            package (:func:`bundled_adult_dir`).
+
+    Returns:
+        The preprocessed :class:`AdultSplits` (the same object for a directory already loaded).
+
+    Raises:
+        AdultDataError: the folder or a file is missing, unreadable, or not the official release.
 
     Example:
         >>> from eve_search.data import load_adult

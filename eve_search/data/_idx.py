@@ -153,6 +153,12 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     size >= 1, at most ``IDX_MAX_BYTES`` of data), then exactly the announced bytes are read, and the
     file must end there. Any problem raises :class:`IdxError`, one line naming the file.
 
+    Args:
+        path: the IDX file, plain or gzipped.
+
+    Returns:
+        The array, shaped as its header announces, in the header's element type.
+
     Example:
         >>> import tempfile, pathlib
         >>> path = pathlib.Path(tempfile.mkdtemp()) / "labels-idx1-ubyte"
@@ -183,7 +189,29 @@ def _find(directory: Path, role: str) -> Path:
 @dataclass(frozen=True)
 class IdxData:
     """The four arrays of an MNIST-format dataset, their folder, and which dataset the checksums name
-    (``None``: not a release this package knows)."""
+    (``None``: not a release this package knows).
+
+    Attributes:
+        directory: the folder read.
+        train_images, test_images: (count, rows, cols) unsigned bytes, read-only, big-endian as stored.
+        train_labels, test_labels: (count,) unsigned bytes.
+        sha256: the sha256 of each decompressed file, by role (the keys of ``IDX_FILES``).
+        gzip_md5: the md5 of each file read gzipped, by role (roles read plain are absent).
+        identified_as: the release these fingerprints name (see :func:`identify_idx_dataset`), or None.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from eve_search.data import IDX_FILES, read_idx_dataset
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> for role, shape in [("train_images", (10, 2, 2)), ("train_labels", (10,)),
+        ...                     ("test_images", (3, 2, 2)), ("test_labels", (3,))]:
+        ...     header = bytes([0, 0, 8, len(shape)]) + b"".join(n.to_bytes(4, "big") for n in shape)
+        ...     size = shape[0] * (4 if len(shape) == 3 else 1)
+        ...     _ = (folder / IDX_FILES[role]).write_bytes(header + bytes(size))
+        >>> data = read_idx_dataset(folder)
+        >>> data.train_images.shape, data.test_labels.shape, data.identified_as
+        ((10, 2, 2), (3,), None)
+    """
 
     directory: Path
     train_images: np.ndarray
@@ -197,6 +225,14 @@ class IdxData:
 
 def identify_idx_dataset(sha256: Mapping[str, str], gzip_md5: Mapping[str, str] | None = None) -> str | None:
     """The known release whose four files have these fingerprints (see ``KNOWN_IDX_DATASETS``), or None.
+
+    Args:
+        sha256: the sha256 of each decompressed file, by role (the keys of ``IDX_FILES``).
+        gzip_md5: the md5 of each gzipped file as read, by role; None: no file was gzipped.
+
+    Returns:
+        The release's name (``"MNIST"``, ``"Fashion-MNIST"``) when either fingerprint kind matches all
+        four of its files, else None.
 
     Example:
         >>> identify_idx_dataset(KNOWN_IDX_DATASETS["Fashion-MNIST"]["sha256"])
@@ -217,6 +253,28 @@ def read_idx_dataset(directory: str | os.PathLike) -> IdxData:
 
     Images must be (count, rows, cols) unsigned bytes, labels (count,) unsigned bytes, the counts of
     a split's images and labels equal, and train and test images the same size.
+
+    Args:
+        directory: the folder holding the four files of ``IDX_FILES`` (each plain or ``.gz``).
+
+    Returns:
+        The arrays, their fingerprints and the release they identify, as :class:`IdxData`.
+
+    Raises:
+        IdxError: the folder or a file is missing or malformed, or the files disagree.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from eve_search.data import IDX_FILES, read_idx_dataset
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> for role, shape in [("train_images", (10, 2, 2)), ("train_labels", (10,)),
+        ...                     ("test_images", (3, 2, 2)), ("test_labels", (3,))]:
+        ...     header = bytes([0, 0, 8, len(shape)]) + b"".join(n.to_bytes(4, "big") for n in shape)
+        ...     size = shape[0] * (4 if len(shape) == 3 else 1)
+        ...     _ = (folder / IDX_FILES[role]).write_bytes(header + bytes(size))
+        >>> data = read_idx_dataset(folder)
+        >>> data.train_images.shape, data.train_labels.shape, sorted(data.sha256) == sorted(IDX_FILES)
+        ((10, 2, 2), (10,), True)
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -257,6 +315,33 @@ def load_idx_splits(directory: str | os.PathLike, *, validation_fraction: float 
     Pixels become float32 in [0, 1] (value / 255), images are flattened, labels int64. The validation
     set is a fixed ``validation_fraction`` of the training file, drawn by a numpy generator seeded
     with ``split_seed`` (42 and 10%, the paper's MNIST protocol), identical for every method and seed.
+
+    Args:
+        directory: the MNIST-format folder (see :func:`read_idx_dataset`).
+        validation_fraction: the share of the training file held out for validation, in (0, 1).
+        split_seed: the seed of the generator that draws the validation rows.
+
+    Returns:
+        ``(splits, data)``: the :class:`Splits` tensors and the :class:`IdxData` they were built from.
+
+    Raises:
+        ValueError: ``validation_fraction`` is outside (0, 1).
+        IdxError: the folder is malformed, or too small to hold out a validation set.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from eve_search.data import IDX_FILES, load_idx_splits
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> for role, shape in [("train_images", (10, 2, 2)), ("train_labels", (10,)),
+        ...                     ("test_images", (3, 2, 2)), ("test_labels", (3,))]:
+        ...     header = bytes([0, 0, 8, len(shape)]) + b"".join(n.to_bytes(4, "big") for n in shape)
+        ...     size = shape[0] * (4 if len(shape) == 3 else 1)
+        ...     _ = (folder / IDX_FILES[role]).write_bytes(header + bytes(size))
+        >>> splits, data = load_idx_splits(folder)
+        >>> tuple(splits.x_train.shape), tuple(splits.x_val.shape), tuple(splits.x_test.shape)
+        ((9, 4), (1, 4), (3, 4))
+        >>> splits.x_train.dtype, splits.y_train.dtype
+        (torch.float32, torch.int64)
     """
     if not 0.0 < validation_fraction < 1.0:
         raise ValueError(f"Invalid validation_fraction: {validation_fraction!r} (expected a number in (0, 1))")
