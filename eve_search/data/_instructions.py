@@ -113,20 +113,57 @@ TASK_FAMILIES: tuple[Callable[[np.random.Generator], Record], ...] = (
 
 
 def generate_instructions(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[Record]:
-    """``count`` records, each from a task family drawn uniformly, all from one numpy generator."""
+    """``count`` records, each from a task family drawn uniformly, all from one numpy generator.
+
+    Args:
+        count: how many records, an int >= 1.
+        seed: the seed of the numpy generator (the same seed gives the same records).
+
+    Returns:
+        The records, each a dict of string ``instruction``, ``input`` and ``output``.
+
+    Example:
+        >>> from eve_search.tasks.lora import generate_instructions
+        >>> [record["instruction"] for record in generate_instructions(count=2, seed=1)]
+        ['How many letters does the word have?', 'Which letter comes next in the alphabet?']
+    """
     check_int("count", count, 1)
     rng = np.random.default_rng(seed)
     return [TASK_FAMILIES[int(rng.integers(len(TASK_FAMILIES)))](rng) for _ in range(count)]
 
 
 def write_instructions(path: str | os.PathLike, records: list[Record]) -> None:
-    """Write records as JSON lines (keys sorted, UTF-8), the bundled file's format."""
+    """Write records as JSON lines (keys sorted, UTF-8), the bundled file's format.
+
+    Args:
+        path: the file to write (replaced if it exists).
+        records: the records to write, one JSON object per line.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from eve_search.tasks.lora import load_instructions, write_instructions
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "records.jsonl"
+        >>> write_instructions(path, [{"instruction": "Say hi.", "input": "", "output": "hi"}])
+        >>> path.read_text().splitlines()
+        ['{"input": "", "instruction": "Say hi.", "output": "hi"}']
+        >>> load_instructions(path)
+        [{'instruction': 'Say hi.', 'input': '', 'output': 'hi'}]
+    """
     with open(path, "w", encoding="utf-8", newline="\n") as handle:
         handle.writelines(json.dumps(record, sort_keys=True, ensure_ascii=False) + "\n" for record in records)
 
 
 def bundled_instructions_path() -> Path:
-    """Where the bundled instruction file lives inside the installed package."""
+    """Where the bundled instruction file lives inside the installed package.
+
+    Returns:
+        The path of ``instructions.jsonl`` inside ``eve_search/data/instructions``.
+
+    Example:
+        >>> from eve_search.tasks.lora import bundled_instructions_path
+        >>> bundled_instructions_path().name, bundled_instructions_path().is_file()
+        ('instructions.jsonl', True)
+    """
     return Path(str(resources.files("eve_search.data") / "instructions" / "instructions.jsonl"))
 
 
@@ -272,6 +309,25 @@ def load_instructions(path: str | os.PathLike | None = None) -> list[Record]:
     a regular UTF-8 file of at most ``INSTRUCTIONS_MAX_BYTES``, with at most ``INSTRUCTIONS_MAX_RECORDS``
     records of at most ``RECORD_MAX_BYTES`` each; anything else raises :class:`InstructionDataError`,
     one line naming the file (and the line).
+
+    Args:
+        path: the records file; None: the bundled file (:func:`bundled_instructions_path`).
+
+    Returns:
+        The records, each with ``instruction``, ``input`` (``""`` where absent) and ``output``.
+
+    Raises:
+        InstructionDataError: the file is missing, too large, or not made of records.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from eve_search.tasks.lora import load_instructions
+        >>> len(load_instructions())
+        1280
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "records.json"
+        >>> _ = path.write_text('[{"instruction": "Add.", "input": "1 2", "output": "3"}]')
+        >>> load_instructions(path)
+        [{'instruction': 'Add.', 'input': '1 2', 'output': '3'}]
     """
     path = bundled_instructions_path() if path is None else Path(path)
 

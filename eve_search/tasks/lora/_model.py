@@ -62,7 +62,22 @@ class LoraModelError(ValueError):
 
 @dataclass(frozen=True)
 class SmallModelShape:
-    """The small Qwen2-architecture model used when no ``--model`` is given."""
+    """The small Qwen2-architecture model used when no ``--model`` is given.
+
+    Attributes:
+        hidden_size: the width of the residual stream.
+        intermediate_size: the width of each MLP's hidden layer.
+        num_hidden_layers: the number of decoder layers.
+        num_attention_heads: the number of query heads per layer.
+        num_key_value_heads: the number of key/value heads (grouped-query attention).
+        max_position_embeddings: the longest sequence the model accepts, in tokens.
+        vocab_size: the number of token ids (the byte tokenizer's 258).
+
+    Example:
+        >>> shape = SmallModelShape(num_hidden_layers=1)
+        >>> shape.hidden_size, shape.num_hidden_layers, shape.vocab_size
+        (64, 1, 258)
+    """
 
     hidden_size: int = 64
     intermediate_size: int = 192
@@ -96,6 +111,17 @@ def small_qwen2(shape: SmallModelShape = SmallModelShape(), *, pretrained: bool 
     (see :mod:`eve_search.tasks.lora._pretrain`), or, with ``pretrained=False``, weights drawn from
     ``seed`` by Qwen2's own scheme (normal(0, 0.02) for linear and embedding weights, zero biases,
     unit norm scales).
+
+    Args:
+        shape: the model's sizes; only the default shape has bundled pretrained weights.
+        pretrained: load the bundled base weights (True) or keep the weights drawn from ``seed``.
+        seed: the seed of the generator the weights are drawn from.
+
+    Returns:
+        The model, in eval mode, on the CPU.
+
+    Raises:
+        ValueError: ``pretrained`` is True for a shape other than ``SmallModelShape()``.
 
     Example:
         >>> model = small_qwen2()
@@ -178,6 +204,27 @@ def load_pretrained(path: str | os.PathLike, *, device: str | torch.device | Non
 
     On a GPU the base is loaded in bfloat16 (the paper's precision); on the CPU in float32. The
     directory is checked first (:func:`check_model_dir`).
+
+    Args:
+        path: a local directory written by ``save_pretrained`` (model and tokenizer).
+        device: where to put the model; None: ``"cuda"`` when available, else the CPU.
+
+    Returns:
+        ``(model, tokenizer)``: the model in eval mode on ``device``, and its tokenizer (given a pad
+        token, its end-of-text token, when it has none).
+
+    Raises:
+        LoraModelError: the directory cannot be loaded as a causal language model with a tokenizer.
+
+    Example:
+        >>> import tempfile
+        >>> from eve_search.tasks.lora import byte_tokenizer, load_pretrained, small_qwen2
+        >>> folder = tempfile.mkdtemp()
+        >>> small_qwen2().save_pretrained(folder)
+        >>> _ = byte_tokenizer().save_pretrained(folder)
+        >>> model, tokenizer = load_pretrained(folder, device="cpu")
+        >>> type(model).__name__, tokenizer.pad_token_id
+        ('Qwen2ForCausalLM', 0)
     """
     transformers = require("transformers", "lora")
     path = os.fspath(path)
@@ -209,6 +256,16 @@ def add_lora(base: nn.Module, *, rank: int, alpha: float, generator: torch.Gener
     ``A`` is drawn uniform in +-1/sqrt(in_features) (the distribution of peft's default Kaiming-
     uniform initialization, here from our own generator), ``B`` is zero. The base is frozen.
 
+    Args:
+        base: the causal language model to adapt (wrapped in place by peft).
+        rank: the adapters' rank r, an int >= 1.
+        alpha: the LoRA scale numerator (the update is scaled by ``alpha / rank``), > 0.
+        generator: the generator the ``A`` matrices are drawn from.
+        target_modules: the names of the linear layers that get adapters.
+
+    Returns:
+        The peft model, in eval mode, whose only trainable parameters are the adapters.
+
     Example:
         >>> model = add_lora(small_qwen2(), rank=4, alpha=8, generator=torch.Generator().manual_seed(0))
         >>> all(p.abs().sum() == 0 for n, p in model.named_parameters() if "lora_B" in n)
@@ -237,10 +294,38 @@ def add_lora(base: nn.Module, *, rank: int, alpha: float, generator: torch.Gener
 
 
 def adapter_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The trainable (adapter) parameters, in module order: the only tensors an optimizer gets."""
+    """The trainable (adapter) parameters, in module order: the only tensors an optimizer gets.
+
+    Args:
+        model: a model wrapped by :func:`add_lora` (any module works: its ``requires_grad`` ones).
+
+    Returns:
+        The parameters with ``requires_grad`` set.
+
+    Example:
+        >>> import torch
+        >>> model = add_lora(small_qwen2(), rank=2, alpha=4, generator=torch.Generator().manual_seed(0))
+        >>> all("lora_" in n for n, p in model.named_parameters() if p.requires_grad)
+        True
+        >>> len(adapter_parameters(model)) == 2 * 6 * model.config.num_hidden_layers
+        True
+    """
     return [p for p in model.parameters() if p.requires_grad]
 
 
 def base_parameters(model: nn.Module) -> list[nn.Parameter]:
-    """The frozen base parameters."""
+    """The frozen base parameters.
+
+    Args:
+        model: a model wrapped by :func:`add_lora`.
+
+    Returns:
+        The parameters without ``requires_grad``, in module order.
+
+    Example:
+        >>> import torch
+        >>> model = add_lora(small_qwen2(), rank=2, alpha=4, generator=torch.Generator().manual_seed(0))
+        >>> any(p.requires_grad for p in base_parameters(model)), len(base_parameters(model)) > 0
+        (False, True)
+    """
     return [p for p in model.parameters() if not p.requires_grad]

@@ -72,6 +72,12 @@ class LoraSettings:
         max_length: token cap per example (the paper's 512).
         val_size, test_size: the validation probe and the test sample (the paper's 16 and 64).
         eval_batch: examples per forward when scoring a whole split.
+
+    Example:
+        >>> LoraSettings(rank=4)
+        LoraSettings(model_path=None, data_path=None, rank=4, alpha=8, max_length=512, val_size=16, test_size=64)
+        >>> LoraSettings("/models/qwen").rank  # a real model: the paper's rank
+        32
     """
 
     def __init__(self, model_path: str | os.PathLike | None = None, data_path: str | os.PathLike | None = None,
@@ -123,6 +129,15 @@ def encode_record(tokenizer: Any, record: Mapping[str, str], max_length: int) ->
     """(input ids, labels) of one record: prompt then response then end-of-text, prompt labels -100,
     cut at ``max_length``; None when not one response token fits.
 
+    Args:
+        tokenizer: the model's tokenizer (its chat template, when it has one, frames the prompt).
+        record: an instruction record: ``instruction``, optional ``input``, ``output``.
+        max_length: the most tokens kept, prompt included.
+
+    Returns:
+        ``(ids, labels)`` of equal length, the prompt positions of ``labels`` set to ``IGNORE_INDEX``;
+        None when the prompt alone reaches ``max_length``.
+
     Example:
         >>> from eve_search.tasks.lora import byte_tokenizer
         >>> ids, labels = encode_record(byte_tokenizer(), {"instruction": "Hi", "output": "ok"}, 64)
@@ -170,6 +185,22 @@ def load_lora_splits(settings: LoraSettings, data_dir: Path | None = None) -> Sp
 
     ``data_dir`` (the task's data directory argument) overrides ``settings.data_path``; it may be
     a file or a directory holding ``instructions.jsonl``.
+
+    Args:
+        settings: the task's settings (records, tokenizer, ``max_length``, split sizes).
+        data_dir: a records file or a folder holding ``instructions.jsonl``; None: ``settings.data_path``.
+
+    Returns:
+        Right-padded token ids (``x_*``) and labels (``y_*``, prompts and padding ``IGNORE_INDEX``)
+        of the training set, the validation probe and the test sample.
+
+    Raises:
+        ValueError: too few usable records for the validation and test sizes and a training set.
+
+    Example:
+        >>> splits = load_lora_splits(LoraSettings(val_size=4, test_size=4, max_length=64))
+        >>> splits.x_val.shape[0], splits.x_test.shape[0], splits.x_train.shape[1] <= 64
+        (4, 4, True)
     """
     path: str | os.PathLike | None = settings.data_path
     if data_dir is not None:
@@ -215,14 +246,49 @@ def _token_losses(model: nn.Module, x: torch.Tensor,
 
 
 def response_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the response tokens of a minibatch (prompts masked)."""
+    """Mean next-token cross-entropy over the response tokens of a minibatch (prompts masked).
+
+    Args:
+        model: the causal language model (its ``logits`` are read).
+        x: token ids, (batch, length), right-padded.
+        y: labels of the same shape, ``IGNORE_INDEX`` where no loss is taken.
+
+    Returns:
+        The scalar loss (with a graph, for ``backward``).
+
+    Example:
+        >>> from eve_search.tasks.lora import byte_tokenizer, small_qwen2
+        >>> ids, labels = encode_record(byte_tokenizer(), {"instruction": "Hi", "output": "ok"}, 64)
+        >>> loss = response_loss(small_qwen2(), torch.tensor([ids]), torch.tensor([labels]))
+        >>> loss.ndim, bool(loss > 0)
+        (0, True)
+    """
     losses, mask, _, _ = _token_losses(model, x, y)
     return losses.sum() / mask.sum()
 
 
 def response_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, eval_batch: int = 16) -> dict[str, float]:
     """``loss`` (mean cross-entropy over every response token of the split) and ``token_accuracy``
-    (greedy next-token accuracy on the same tokens), in chunks of ``eval_batch`` examples."""
+    (greedy next-token accuracy on the same tokens), in chunks of ``eval_batch`` examples.
+
+    Args:
+        model: the causal language model.
+        x: token ids of a whole split, (examples, length), right-padded.
+        y: its labels, ``IGNORE_INDEX`` where no loss is taken.
+        eval_batch: examples per forward pass.
+
+    Returns:
+        ``{"loss": ..., "token_accuracy": ...}``, floats.
+
+    Example:
+        >>> from eve_search.tasks.lora import byte_tokenizer, small_qwen2
+        >>> ids, labels = encode_record(byte_tokenizer(), {"instruction": "Hi", "output": "ok"}, 64)
+        >>> with torch.no_grad():
+        ...     metrics = response_metrics(small_qwen2(), torch.tensor([ids] * 3), torch.tensor([labels] * 3),
+        ...                                eval_batch=2)
+        >>> sorted(metrics), 0.0 <= metrics["token_accuracy"] <= 1.0
+        (['loss', 'token_accuracy'], True)
+    """
     total, correct, count = 0.0, 0, 0
     for start in range(0, x.shape[0], eval_batch):
         losses, mask, logits, targets = _token_losses(model, x[start:start + eval_batch], y[start:start + eval_batch])
@@ -265,7 +331,20 @@ class _Metrics:
 
 def lora_task(settings: LoraSettings | None = None, *, name: str = "lora") -> Task:
     """A :class:`~eve_search.tasks.Task` that fine-tunes LoRA adapters (the registered ``"lora"``
-    task is ``lora_task()``: the small model and the bundled instructions)."""
+    task is ``lora_task()``: the small model and the bundled instructions).
+
+    Args:
+        settings: the model, data and LoRA sizes; None: ``LoraSettings()``.
+        name: the task's name.
+
+    Returns:
+        The task: batch 2, ranked by validation ``loss`` (mode ``"min"``).
+
+    Example:
+        >>> task = lora_task(LoraSettings(rank=4), name="lora-r4")
+        >>> task.name, task.metric, task.mode, task.batch_size
+        ('lora-r4', 'loss', 'min', 2)
+    """
     settings = LoraSettings() if settings is None else settings
     model = "the small Qwen2 model built in code" if settings.model_path is None else repr(settings.model_path)
     return Task(

@@ -44,6 +44,9 @@ def byte_to_symbol() -> dict[int, str]:
 def byte_tokenizer() -> Any:
     """A ``PreTrainedTokenizerFast`` with ids 0 = pad, 1 = end of text, 2 + b = byte b.
 
+    Returns:
+        The tokenizer (258 ids, ``BYTE_VOCAB_SIZE``), built in code without downloading anything.
+
     Example:
         >>> tokenizer = byte_tokenizer()
         >>> tokenizer("hi", add_special_tokens=False)["input_ids"]
