@@ -95,6 +95,13 @@ class ProtocolSettings:
         data_dir: the task's data folder (None: its default data).
         dataset: what the data is, in words, for reports (e.g. "Fashion-MNIST").
         calibration_units: units of the throwaway run that measures a ratio.
+
+    Example:
+        >>> settings = ProtocolSettings("mnist", optimizers=("eve", "adam"), lrs=(1e-3, 1e-2), seeds=(0, 1))
+        >>> len(settings.runs()), settings.runs()[:2]
+        (8, [('eve', 0.001, 0), ('adam', 0.001, 0)])
+        >>> settings.config(1e-3)
+        {'lr': 0.001, 'weight_decay': 0.0005}
     """
 
     task: str
@@ -151,13 +158,42 @@ class ProtocolSettings:
 
 
 def protocol_study_name(settings: ProtocolSettings) -> str:
-    """``{task}-protocol-B{budget}`` (``-subset{N}`` when training on a subset)."""
+    """``{task}-protocol-B{budget}`` (``-subset{N}`` when training on a subset).
+
+    Args:
+        settings: the protocol's settings.
+
+    Returns:
+        The name of the Optuna study the protocol's runs are stored in.
+
+    Example:
+        >>> protocol_study_name(ProtocolSettings("mnist", optimizers=("eve",), budget=500, subset=1000))
+        'mnist-protocol-B500-subset1000'
+    """
     suffix = "" if settings.subset is None else f"-subset{settings.subset}"
     return f"{settings.task}-protocol-B{settings.budget}{suffix}"
 
 
 def subset_splits(data: Splits, subset: int | None) -> Splits:
-    """The splits with only the first ``subset`` training rows (None: unchanged)."""
+    """The splits with only the first ``subset`` training rows (None: unchanged).
+
+    Args:
+        data: the task's splits.
+        subset: how many training rows to keep (validation and test stay whole); None keeps all.
+
+    Returns:
+        The (possibly) shortened splits; ``data`` itself when ``subset`` is None.
+
+    Raises:
+        ValueError: ``subset`` is larger than the training split.
+
+    Example:
+        >>> import torch
+        >>> data = Splits(torch.zeros(10, 2), torch.zeros(10), torch.zeros(3, 2), torch.zeros(3),
+        ...               torch.zeros(3, 2), torch.zeros(3))
+        >>> tuple(subset_splits(data, 4).x_train.shape), subset_splits(data, None) is data
+        ((4, 2), True)
+    """
     if subset is None:
         return data
     if subset > data.x_train.shape[0]:
@@ -171,7 +207,37 @@ def _finite_or_inf(value: float) -> float:
 
 def run_one(task: Task, data: Splits, settings: ProtocolSettings, key: RunKey, backward_ratio: float | None,
             on_progress: Callable[[float], None] | None = None) -> dict[str, Any]:
-    """Train one (optimizer, lr, seed) to the budget; return its record (see :func:`run_protocol`)."""
+    """Train one (optimizer, lr, seed) to the budget; return its record (see :func:`run_protocol`).
+
+    Args:
+        task: the task to train (it need not be registered).
+        data: its splits (already cut to ``settings.subset``).
+        settings: the protocol (budget, evaluation interval, weight decay, model keys, cost mode).
+        key: the run's (optimizer, learning rate, seed).
+        backward_ratio: the frozen backward/forward ratio (calibrated mode), or None (measured mode).
+        on_progress: told the charged units after each validation.
+
+    Returns:
+        The run's record: its key, ``charged_units``, ``wall_seconds``, ``cpu_seconds``, the kept
+        snapshot's ``kept_units``, ``val`` and ``test`` metrics, ``final_val`` and the validation ``curve``.
+
+    Raises:
+        ValueError: the task does not report ``settings.select_by``.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.tasks import Splits, Task
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> task = Task("blobs", "doctest task", load_data=blobs,
+        ...             build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50)
+        >>> settings = ProtocolSettings("blobs", optimizers=("adam",), budget=40, eval_every=20)
+        >>> run = run_one(task, task.data(), settings, ("adam", 1e-2, 0), backward_ratio=2.0)
+        >>> run["charged_units"] >= 40, len(run["curve"]), sorted(run["test"])
+        (True, 2, ['accuracy', 'loss'])
+    """
     from eve_search.engine.trial import Trial
 
     optimizer, lr, seed = key
@@ -227,7 +293,33 @@ def run_one(task: Task, data: Splits, settings: ProtocolSettings, key: RunKey, b
 
 @dataclass
 class ProtocolResult:
-    """Finished runs of a protocol (this invocation's and earlier ones'), and where they are stored."""
+    """Finished runs of a protocol (this invocation's and earlier ones'), and where they are stored.
+
+    Attributes:
+        settings: the protocol's settings.
+        storage: the storage URL the runs are in.
+        study: the Optuna study's name (:func:`protocol_study_name`).
+        metric, mode: the task's ranked metric and whether higher (``"max"``) or lower is better.
+        runs: the finished run records of the grid (see :func:`run_one`), in grid order.
+        backward_ratios: the frozen backward/forward ratio of each optimizer (None: measured mode).
+        trained: runs trained by this call (0 when every run came from the store).
+        wall_seconds: this call's wall time.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-protocol-result", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> settings = ProtocolSettings("blobs-protocol-result", optimizers=("adam",), lrs=(1e-2,), seeds=(0,),
+        ...                             budget=20, eval_every=20, backward_ratio=2.0)
+        >>> result = run_protocol(settings, storage="sqlite:///:memory:")
+        >>> result.study, result.metric, result.trained, result.backward_ratios
+        ('blobs-protocol-result-protocol-B20', 'accuracy', 1, {'adam': 2.0})
+    """
 
     settings: ProtocolSettings
     storage: str
@@ -320,6 +412,37 @@ def run_protocol(settings: ProtocolSettings, *, storage: str, resume: bool = Fal
 
     ``progress(event, payload)`` is told ``"calibrating"`` (optimizer), ``"start"`` (key, done, total),
     ``"units"`` (charged units of the current run) and ``"finished"`` (the run record).
+
+    Args:
+        settings: the grid, budget and task.
+        storage: an Optuna RDB storage URL (``sqlite:///...``, ``postgresql://...``).
+        resume: continue the study already stored under :func:`protocol_study_name` (its defining
+            settings must match).
+        data: the task's splits (None: loaded from ``settings.data_dir``).
+        progress: told ``(event, payload)`` as described above.
+        train: False reads finished runs only.
+
+    Returns:
+        Every finished run of the grid, as a :class:`ProtocolResult`.
+
+    Raises:
+        StoreError: the storage cannot be opened, or the stored study disagrees with ``settings``.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-run-protocol", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> settings = ProtocolSettings("blobs-run-protocol", optimizers=("eve", "adam"), lrs=(1e-2,), seeds=(0,),
+        ...                             budget=20, eval_every=20, backward_ratio=2.0)
+        >>> events = []
+        >>> result = run_protocol(settings, storage="sqlite:///:memory:", progress=lambda e, p: events.append(e))
+        >>> [(run["optimizer"], run["seed"]) for run in result.runs], events.count("finished")
+        ([('eve', 0), ('adam', 0)], 2)
     """
     task = get_task(settings.task)
     started = time.perf_counter()
@@ -366,6 +489,29 @@ def summarize(result: ProtocolResult) -> dict[str, Any]:
 
     Only learning rates run for every requested seed of that method compete, so an unfinished
     protocol never compares a 1-seed mean with a 5-seed mean.
+
+    Args:
+        result: the protocol's finished runs (:func:`run_protocol`).
+
+    Returns:
+        The report: ``task``, ``metric``, ``mode``, ``study``, ``storage`` (password hidden),
+        ``settings``, ``backward_ratios``, run counts, and ``methods``: per optimizer its ``by_lr``
+        means, ``lr_by_val``, ``lr_by_test``, ``all_seeds`` and ``wall_over_eve``.
+
+    Example:
+        >>> import torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-summarize", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> settings = ProtocolSettings("blobs-summarize", optimizers=("eve", "adam"), lrs=(1e-2,), seeds=(0,),
+        ...                             budget=20, eval_every=20, backward_ratio=2.0)
+        >>> report = summarize(run_protocol(settings, storage="sqlite:///:memory:"))
+        >>> report["runs_finished"], report["methods"]["adam"]["lr_by_val"], report["methods"]["eve"]["wall_over_eve"]
+        (2, 0.01, 1.0)
     """
     metric, sign = result.metric, (1.0 if result.mode == "max" else -1.0)
     seeds = set(result.settings.seeds)

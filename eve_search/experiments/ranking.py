@@ -34,6 +34,25 @@ def gather(space: str, optimizers: list[str], seeds: list[int], *, storage: str,
 
     Every sweep is prepared (data loaded, store opened, settings checked) before the first trains.
     ``progress(settings)`` gives a context whose value is the sweep's progress callback.
+
+    Args:
+        space: the search space's name.
+        optimizers: the optimizers to sweep it with.
+        seeds: the training seeds (one sweep per optimizer and seed).
+        storage: the results store's URL.
+        checkpoint_dir: where trial checkpoints go.
+        settings: further :class:`~eve_search.engine.sweep.SweepSettings` fields shared by every sweep.
+        data_dir: the task's data folder (None: its default data).
+        progress: a factory of per-sweep progress contexts (None: no progress).
+
+    Returns:
+        ``{optimizer: {seed: SweepResult}}``.
+
+    Example (trains every sweep not stored yet: not run as a doctest):
+        >>> results = gather("hp", ["eve", "adam", "adamw"], [0, 1], storage="sqlite:///runs/results.db",  # doctest: +SKIP
+        ...                  checkpoint_dir=Path("runs/checkpoints"), settings={"backward_ratio": 2.0})
+        >>> sorted(results["eve"])  # doctest: +SKIP
+        [0, 1]
     """
     prepared = [prepare_sweep(SweepSettings(space=space, optimizer=optimizer, seed=seed, **settings), storage=storage,
                               checkpoint_dir=checkpoint_dir, resume=True, data_dir=data_dir)
@@ -48,7 +67,32 @@ def gather(space: str, optimizers: list[str], seeds: list[int], *, storage: str,
 def study(results: dict[str, dict[int, SweepResult]], seeds: list[int], against: str = "adam",
           resamples: int = 1000) -> dict[str, Any]:
     """All agreements of one space: per comparison at rung 1 (the paper's), at every rung, and of
-    every rung against the reference's final SHA ordering; plus the verdict line."""
+    every rung against the reference's final SHA ordering; plus the verdict line.
+
+    Args:
+        results: ``{optimizer: {seed: sweep}}`` as :func:`gather` returns, holding ``"eve"``,
+            ``"adamw"`` and ``against`` (only each sweep's ``trials`` are read).
+        seeds: the seeds to compare, in order (the reference is paired with the next seed).
+        against: the reference trainer.
+        resamples: bootstrap resamples of each agreement's interval.
+
+    Returns:
+        ``comparisons`` (per comparison label: ``first_rung``, ``per_rung`` and
+        ``against_reference_final_ordering`` agreements), ``verdict``, and the top configurations'
+        ranks (``eve_top_config_rank_under_reference``, ``reference_top_config_rank_under_itself``).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> def sweep(shift):
+        ...     return SimpleNamespace(trials=[{"index": i, "scores": {100: 0.5 + 0.1 * i + shift, 300: 0.6 + 0.1 * i}}
+        ...                                    for i in range(5)])
+        >>> results = {name: {seed: sweep(0.01 * seed) for seed in (0, 1)} for name in ("eve", "adam", "adamw")}
+        >>> report = study(results, seeds=[0, 1], resamples=50)
+        >>> list(report["comparisons"])
+        ['eve vs adam', 'eve vs adamw', 'adam vs adam (different training seeds)', 'adam vs adamw']
+        >>> report["eve_top_config_rank_under_reference"]
+        [1, 1]
+    """
     scores = {name: {seed: rung_scores((t["index"], int(b), s) for t in r.trials for b, s in t["scores"].items()) for seed, r in by_seed.items()} for name, by_seed in results.items()}
     budgets = sorted(next(iter(scores[against].values())))
     report: dict[str, Any] = {"comparisons": {}}
