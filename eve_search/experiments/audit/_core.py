@@ -71,13 +71,48 @@ __all__ = ["AuditStore", "audit_name", "audit_report", "prepare_audit", "run_aud
 
 class AuditStore(SweepStore):
     """A :class:`~eve_search.engine.store.SweepStore` whose study holds audit runs (kind ``"audit"``): every
-    configuration trained through every grid budget, COMPLETE once it reached the last."""
+    configuration trained through every grid budget, COMPLETE once it reached the last.
+
+    Args:
+        storage, name, configs, space, checkpoint_dir, settings, direction, resume: as for
+            :class:`~eve_search.engine.store.SweepStore` (``name``: see :func:`audit_name`).
+
+    Example:
+        >>> import pathlib, tempfile, torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> from eve_search.tasks.spaces import Float, SearchSpace, register_space
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-audit", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> register_space(SearchSpace("blobs-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> prepared = prepare_audit("blobs-audit", "blobs-lr", ["eve", "adam"], [0], budgets=[10, 20], configs=3,
+        ...                          storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder, backward_ratio=2.0)
+        >>> store = prepared[("eve", 0)].store
+        >>> type(store).__name__, store.kind, store.name, store.rung_details()
+        ('AuditStore', 'audit', 'audit-blobs-audit-blobs-lr-eve-seed0', {0: {}, 1: {}, 2: {}})
+    """
 
     kind = AUDIT_KIND
 
 
 def audit_name(settings: SweepSettings) -> str:
-    """The study name of one trainer's runs at one seed: ``audit-{task}-{space}-{trainer}-seed{seed}``."""
+    """The study name of one trainer's runs at one seed: ``audit-{task}-{space}-{trainer}-seed{seed}``.
+
+    Args:
+        settings: the (trainer, seed) run's sweep settings.
+
+    Returns:
+        The Optuna study name.
+
+    Example:
+        >>> from eve_search.engine.sweep import SweepSettings
+        >>> audit_name(SweepSettings(space="hp", optimizer="eve", seed=3))
+        'audit-adult-hp-eve-seed3'
+    """
     return f"audit-{settings.name}"
 
 
@@ -94,7 +129,43 @@ def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: 
                   data_dir: Path | None = None, truth: str | None = None) -> dict[tuple[str, int], Sweep]:
     """Open (or create) every (trainer, seed) study of one space, keyed (trainer, seed), before any
     training: the task's data, the store and the settings are checked here. ``truth`` (the reference
-    trainer of this audit) is noted on every study for the dashboard."""
+    trainer of this audit) is noted on every study for the dashboard.
+
+    Args:
+        task: the task, or a registered task's name.
+        space: the search space's name.
+        trainers: every trainer of the audit (the proxies and the truth).
+        seeds: the training seeds.
+        storage: the results store's URL (not in-memory: runs are reopened).
+        checkpoint_dir: where unfinished runs keep their checkpoints.
+        budgets: the grid of budgets, increasing; the last one is the truth's.
+        configs: how many configurations are drawn from the space.
+        config_seed: the seed of that draw (the same configurations for every trainer and seed).
+        cost_mode: ``"calibrated"`` or ``"measured"``.
+        backward_ratio: pin the calibrated backward/forward ratio instead of measuring it.
+        data_dir: the task's data folder (None: its default data).
+        truth: the reference trainer, noted on every study (None: not noted).
+
+    Returns:
+        ``{(trainer, seed): Sweep}``, each sweep's store an :class:`AuditStore`.
+
+    Example:
+        >>> import pathlib, tempfile, torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> from eve_search.tasks.spaces import Float, SearchSpace, register_space
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-audit", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> register_space(SearchSpace("blobs-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> prepared = prepare_audit("blobs-audit", "blobs-lr", ["eve", "adam"], [0], budgets=[10, 20], configs=3,
+        ...                          storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder, backward_ratio=2.0)
+        >>> sorted(prepared)
+        [('adam', 0), ('eve', 0)]
+    """
     task = get_task(task) if isinstance(task, str) else task
     budgets = check_rungs(budgets)
     data = task.data(data_dir)
@@ -151,6 +222,30 @@ def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress
     whose speed drifts slows every trainer alike. Each study's ``wall_seconds`` user attribute
     accumulates the wall time spent on its runs (calibration, training, evaluation, recording).
     ``progress(space, seed, trainer, index, done, total)`` after every run.
+
+    Args:
+        prepared: the studies of :func:`prepare_audit`.
+        progress: told ``(space, seed, trainer, index, done, total)`` after every run (None: nothing).
+
+    Returns:
+        How many (trainer, seed, configuration) runs this call trained.
+
+    Example:
+        >>> import pathlib, tempfile, torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> from eve_search.tasks.spaces import Float, SearchSpace, register_space
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-audit", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> register_space(SearchSpace("blobs-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> prepared = prepare_audit("blobs-audit", "blobs-lr", ["eve", "adam"], [0], budgets=[10, 20], configs=3,
+        ...                          storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder, backward_ratio=2.0)
+        >>> run_audit(prepared), run_audit(prepared)  # 2 trainers x 1 seed x 3 configurations, then none
+        (6, 0)
     """
     seeds = sorted({seed for _, seed in prepared})
     trainers = list(dict.fromkeys(trainer for trainer, _ in prepared))
@@ -198,6 +293,38 @@ def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[st
 
     Only seeds whose runs are all finished (every trainer, every configuration) are used; the
     others are listed as ``incomplete_seeds``.
+
+    Args:
+        prepared: the studies of :func:`prepare_audit`.
+        proxies: the trainers measured against the truth.
+        truth: the reference trainer (its score at the last budget is the truth).
+        fraction: the share of configurations successive halving keeps (the "top third").
+        keep_rate: the share of seeds in which a proxy must keep the true best for its verdict.
+        regret_threshold: the mean top-1 regret under which a proxy's budget counts as enough.
+        resamples: bootstrap resamples of each interval.
+
+    Returns:
+        The report: the task, space, metric, budgets, complete and ``incomplete_seeds``, and (when a
+        seed is complete) per proxy its measures and verdict, the truth's runs and the noise floor.
+
+    Example:
+        >>> import pathlib, tempfile, torch
+        >>> from eve_search.tasks import Splits, Task, register_task
+        >>> from eve_search.tasks.spaces import Float, SearchSpace, register_space
+        >>> def blobs(data_dir=None):
+        ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+        ...     y = (x.sum(dim=1) > 0).long()
+        ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+        >>> register_task(Task("blobs-audit", "doctest task", load_data=blobs,
+        ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+        >>> register_space(SearchSpace("blobs-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> prepared = prepare_audit("blobs-audit", "blobs-lr", ["eve", "adam"], [0], budgets=[10, 20], configs=3,
+        ...                          storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder, backward_ratio=2.0)
+        >>> _ = run_audit(prepared)
+        >>> report = audit_report(prepared, proxies=["eve"], truth="adam", resamples=50)
+        >>> report["seeds"], report["budgets"], report["truth_budget"], list(report["proxies"])
+        ([0], [10, 20], 20, ['eve'])
     """
     fraction = check_fraction(fraction)
     any_sweep = next(iter(prepared.values()))
