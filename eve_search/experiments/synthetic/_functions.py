@@ -110,7 +110,25 @@ def _zakharov(n: int, dtype: torch.dtype, device: torch.device | None) -> Object
 @dataclass(frozen=True)
 class TestFunction:
     """One benchmark: its box, its known minimiser (the same value in every coordinate) and minimum,
-    where its definition and box come from, and a builder of the batched objective for a dimension."""
+    where its definition and box come from, and a builder of the batched objective for a dimension.
+
+    Attributes:
+        name: the function's name (a key of ``FUNCTIONS``).
+        lower, upper: the box searched, the same in every coordinate.
+        argmin: the minimiser's value in every coordinate.
+        minimum: the function's minimum.
+        min_dim: the smallest dimension it is defined in.
+        source: where its definition and box come from.
+        build: ``build(n, dtype, device)`` makes the batched objective (use :func:`objective`).
+
+    Example:
+        >>> import torch
+        >>> rosenbrock = FUNCTIONS["rosenbrock"]
+        >>> rosenbrock.min_dim, rosenbrock.argmin
+        (2, 1.0)
+        >>> rosenbrock.build(2, torch.float64, None)(torch.ones(1, 2, dtype=torch.float64))
+        tensor([0.], dtype=torch.float64)
+    """
 
     __test__ = False  # not a pytest test class
 
@@ -143,13 +161,39 @@ FUNCTIONS: dict[str, TestFunction] = {
 
 
 def function_names() -> list[str]:
-    """The benchmark names, in the paper's order."""
+    """The benchmark names, in the paper's order.
+
+    Returns:
+        The keys of ``FUNCTIONS``.
+
+    Example:
+        >>> function_names()
+        ['ackley', 'griewank', 'rastrigin', 'rosenbrock', 'schwefel', 'sphere', 'zakharov']
+    """
     return list(FUNCTIONS)
 
 
 def objective(name: str, n: int, *, dtype: torch.dtype = torch.float32,
               device: torch.device | str | None = None) -> Objective:
-    """The batched objective ``name`` in dimension ``n``: (r, n) rows -> r values."""
+    """The batched objective ``name`` in dimension ``n``: (r, n) rows -> r values.
+
+    Args:
+        name: the function (one of :func:`function_names`).
+        n: the dimension, at least the function's ``min_dim``.
+        dtype: the dtype of its constant vectors (and of the rows it expects).
+        device: where those constants live.
+
+    Returns:
+        The objective, a function of an (r, n) tensor returning r values.
+
+    Raises:
+        ValueError: an unknown ``name``, or ``n`` below the function's smallest dimension.
+
+    Example:
+        >>> import torch
+        >>> objective("rastrigin", 2)(torch.zeros(3, 2))
+        tensor([0., 0., 0.])
+    """
     if name not in FUNCTIONS:
         raise ValueError(f"Invalid function: {name!r} (expected one of {', '.join(FUNCTIONS)})")
     spec = FUNCTIONS[name]

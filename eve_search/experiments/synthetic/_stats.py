@@ -51,7 +51,18 @@ PAPER_WIN_TIE_LOSS: dict[str, tuple[int, int, int]] = {
 
 def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
     """Holm-Bonferroni adjusted p-values: the k-th smallest (k = 0, 1, ...) becomes
-    max over j <= k of min(1, (m - j) p_(j)); reject where the adjusted value is <= alpha."""
+    max over j <= k of min(1, (m - j) p_(j)); reject where the adjusted value is <= alpha.
+
+    Args:
+        pvalues: the raw p-values of the family, in any order.
+
+    Returns:
+        The adjusted p-values, in the same order.
+
+    Example:
+        >>> holm_adjusted([0.01, 0.04, 0.03, 0.005])
+        [0.03, 0.06, 0.06, 0.02]
+    """
     m = len(pvalues)
     order = sorted(range(m), key=lambda k: pvalues[k])
     adjusted = [1.0] * m
@@ -63,7 +74,19 @@ def holm_adjusted(pvalues: Sequence[float]) -> list[float]:
 
 
 def holm(pvalues: Sequence[float], alpha: float = 0.05) -> list[bool]:
-    """Which hypotheses Holm's step-down procedure rejects at family-wise ``alpha``."""
+    """Which hypotheses Holm's step-down procedure rejects at family-wise ``alpha``.
+
+    Args:
+        pvalues: the raw p-values of the family.
+        alpha: the family-wise error rate.
+
+    Returns:
+        Per p-value, in order, whether its hypothesis is rejected.
+
+    Example:
+        >>> holm([0.01, 0.04, 0.03, 0.005], alpha=0.05)
+        [True, False, False, True]
+    """
     return [p <= alpha for p in holm_adjusted(pvalues)]
 
 
@@ -89,7 +112,21 @@ def paired_differences(eve: Sequence[float], adam: Sequence[float]) -> np.ndarra
 def one_sided_wilcoxon(eve: Sequence[float], adam: Sequence[float]) -> tuple[float, float]:
     """(p that EvE is lower, p that Adam is lower): two one-sided Wilcoxon signed-rank tests on the
     seed-paired differences (scipy's default method; zero differences dropped). A cell whose
-    values are all equal gives (1, 1)."""
+    values are all equal gives (1, 1).
+
+    Args:
+        eve: EvE's final values, one per seed.
+        adam: Adam's, paired with them by position (a failed run as +inf; NaN is refused).
+
+    Returns:
+        ``(p_eve_lower, p_adam_lower)``.
+
+    Example:
+        >>> eve = [0.1, 0.2, 0.15, 0.12, 0.11, 0.3, 0.05, 0.2]
+        >>> adam = [1.0, 1.2, 0.9, 1.1, 0.8, 1.3, 1.0, 0.95]
+        >>> one_sided_wilcoxon(eve, adam)
+        (0.00390625, 1.0)
+    """
     from scipy.stats import wilcoxon
 
     d = paired_differences(eve, adam)
@@ -101,7 +138,22 @@ def one_sided_wilcoxon(eve: Sequence[float], adam: Sequence[float]) -> tuple[flo
 
 
 def classify(eve_better: bool, adam_better: bool) -> str:
-    """'win' (EvE significantly better), 'loss' (Adam significantly better) or 'tie'."""
+    """'win' (EvE significantly better), 'loss' (Adam significantly better) or 'tie'.
+
+    Args:
+        eve_better: whether the test "EvE is lower" was rejected (after correction).
+        adam_better: whether the test "Adam is lower" was rejected.
+
+    Returns:
+        ``"win"``, ``"loss"`` or ``"tie"``.
+
+    Raises:
+        ValueError: both are True.
+
+    Example:
+        >>> classify(eve_better=False, adam_better=True), classify(False, False)
+        ('loss', 'tie')
+    """
     if eve_better and adam_better:
         raise ValueError("both one-sided tests rejected: the two directions cannot both hold")
     return "win" if eve_better else "loss" if adam_better else "tie"
@@ -116,7 +168,24 @@ def summary(values: Sequence[float]) -> dict[str, float]:
 @dataclass
 class CellStatistics:
     """One (function, n) cell: the seeds paired, each side's min/median/max, both one-sided p-values
-    raw and Holm-adjusted over the whole family, and the verdict."""
+    raw and Holm-adjusted over the whole family, and the verdict.
+
+    Attributes:
+        function, n: the cell.
+        seeds: the seeds paired.
+        eve, adam: each method's ``min``, ``median`` and ``max`` final value.
+        p_eve_better, p_adam_better: the raw one-sided p-values.
+        p_eve_better_holm, p_adam_better_holm: the same, Holm-adjusted over the family.
+        verdict: ``"win"``, ``"tie"`` or ``"loss"`` for EvE.
+
+    Example:
+        >>> eve = [0.1, 0.2, 0.15, 0.12, 0.11, 0.3, 0.05, 0.2]
+        >>> adam = [1.0, 1.2, 0.9, 1.1, 0.8, 1.3, 1.0, 0.95]
+        >>> cells = analyse({("sphere", 2): {s: (eve[s], adam[s]) for s in range(8)},
+        ...                  ("ackley", 2): {s: (adam[s], eve[s]) for s in range(8)}})
+        >>> cells[0].function, cells[0].eve["median"], cells[0].verdict
+        ('sphere', 0.135, 'win')
+    """
 
     function: str
     n: int
@@ -136,7 +205,26 @@ class CellStatistics:
 def analyse(cells: Mapping[tuple[str, int], Mapping[int, tuple[float, float]]],
             alpha: float = 0.05) -> list[CellStatistics]:
     """Test every cell ``(function, n) -> {seed: (eve value, adam value)}`` and correct over all of
-    them (two tests per cell) with Holm-Bonferroni at family-wise ``alpha``."""
+    them (two tests per cell) with Holm-Bonferroni at family-wise ``alpha``.
+
+    Args:
+        cells: per (function, n), ``{seed: (eve value, adam value)}``.
+        alpha: the family-wise error rate, in (0, 1).
+
+    Returns:
+        One :class:`CellStatistics` per cell, in the order given.
+
+    Raises:
+        ValueError: ``alpha`` is outside (0, 1), a cell is empty, or a value is NaN.
+
+    Example:
+        >>> eve = [0.1, 0.2, 0.15, 0.12, 0.11, 0.3, 0.05, 0.2]
+        >>> adam = [1.0, 1.2, 0.9, 1.1, 0.8, 1.3, 1.0, 0.95]
+        >>> cells = analyse({("sphere", 2): {s: (eve[s], adam[s]) for s in range(8)},
+        ...                  ("ackley", 2): {s: (adam[s], eve[s]) for s in range(8)}})
+        >>> [(cell.function, cell.verdict) for cell in cells]
+        [('sphere', 'win'), ('ackley', 'loss')]
+    """
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"Invalid alpha: {alpha!r} (expected a level in (0, 1))")
     raw = []
@@ -157,7 +245,22 @@ def analyse(cells: Mapping[tuple[str, int], Mapping[int, tuple[float, float]]],
 
 
 def win_tie_loss(cells: Sequence[CellStatistics]) -> dict[str, tuple[int, int, int]]:
-    """Per function: (wins, ties, losses) of EvE against Adam over the cells tested."""
+    """Per function: (wins, ties, losses) of EvE against Adam over the cells tested.
+
+    Args:
+        cells: the tested cells (:func:`analyse`).
+
+    Returns:
+        ``{function: (wins, ties, losses)}``, functions in the order first met.
+
+    Example:
+        >>> eve = [0.1, 0.2, 0.15, 0.12, 0.11, 0.3, 0.05, 0.2]
+        >>> adam = [1.0, 1.2, 0.9, 1.1, 0.8, 1.3, 1.0, 0.95]
+        >>> cells = analyse({("sphere", 2): {s: (eve[s], adam[s]) for s in range(8)},
+        ...                  ("ackley", 2): {s: (adam[s], eve[s]) for s in range(8)}})
+        >>> win_tie_loss(cells)
+        {'sphere': (1, 0, 0), 'ackley': (0, 0, 1)}
+    """
     counts: dict[str, list[int]] = {}
     for cell in cells:
         row = counts.setdefault(cell.function, [0, 0, 0])

@@ -78,7 +78,24 @@ EVE_SETTINGS: dict[str, Any] = {"init": "lhs", "polynomial_mutation": True, "eta
 
 @dataclass
 class RunRecord:
-    """What one run leaves in the store."""
+    """What one run leaves in the store.
+
+    Attributes:
+        function, n: the cell.
+        method: ``"eve"`` or ``"adam"``.
+        seed: the run's seed.
+        value: the final value (+inf for a run that overflowed).
+        iterations: EvE's iterations, or Adam's steps.
+        units: the evaluation units charged (at least the budget).
+        forward_points, forward_seconds: the points evaluated forward and the time they took.
+        backward_passes, backward_seconds: the backward passes and the time they took.
+        wall_seconds: the run's wall time.
+
+    Example:
+        >>> record = run_adam("sphere", 2, seed=0, budget=100)
+        >>> record.method, record.units >= 100, record.iterations == record.backward_passes
+        ('adam', True, True)
+    """
 
     function: str
     n: int
@@ -113,7 +130,23 @@ def _meter(budget: float, clock: str) -> CostMeter:
 
 
 def run_eve(function: str, n: int, seed: int, budget: float, clock: str = "cpu") -> RunRecord:
-    """EvE on one cell with one seed under budget ``budget`` (measured cost rule)."""
+    """EvE on one cell with one seed under budget ``budget`` (measured cost rule).
+
+    Args:
+        function: the test function (one of ``FUNCTIONS``).
+        n: the dimension.
+        seed: the run's seed.
+        budget: the evaluation-cost budget, in units.
+        clock: ``"cpu"`` (the thread's CPU time) or ``"wall"``: what times each pass.
+
+    Returns:
+        The run's :class:`RunRecord` (value: the best slot's).
+
+    Example:
+        >>> record = run_eve("sphere", 2, seed=0, budget=100)
+        >>> record.method, record.units >= 100, record.value >= 0.0
+        ('eve', True, True)
+    """
     spec = FUNCTIONS[function]
     f = objective(function, n)
     meter = _meter(budget, clock)
@@ -152,7 +185,24 @@ def adam_from_lhs(f: Callable[[torch.Tensor], torch.Tensor], lower: torch.Tensor
 
 
 def run_adam(function: str, n: int, seed: int, budget: float, clock: str = "cpu", lr: float = ADAM_LR) -> RunRecord:
-    """Adam on one cell with one seed under budget ``budget``, from EvE's first Latin-hypercube point."""
+    """Adam on one cell with one seed under budget ``budget``, from EvE's first Latin-hypercube point.
+
+    Args:
+        function: the test function (one of ``FUNCTIONS``).
+        n: the dimension.
+        seed: the run's seed (the same seed as EvE's gives its first starting point).
+        budget: the evaluation-cost budget, in units.
+        clock: ``"cpu"`` or ``"wall"``: what times each pass.
+        lr: Adam's learning rate.
+
+    Returns:
+        The run's :class:`RunRecord` (value: f at the last iterate).
+
+    Example:
+        >>> record = run_adam("rastrigin", 3, seed=1, budget=100)
+        >>> record.function, record.n, record.units >= 100
+        ('rastrigin', 3, True)
+    """
     spec = FUNCTIONS[function]
     meter = _meter(budget, clock)
     start = time.perf_counter()
@@ -184,7 +234,22 @@ def suite_settings(budget: float, clock: str) -> dict[str, Any]:
 
 
 class SuiteStore:
-    """The suite's Optuna study: one COMPLETE trial per finished run (see the module docstring)."""
+    """The suite's Optuna study: one COMPLETE trial per finished run (see the module docstring).
+
+    Args:
+        storage: an Optuna RDB storage URL.
+        budget: the evaluation-cost budget of every run (it names the study).
+        clock: ``"cpu"`` or ``"wall"``.
+
+    Raises:
+        ValueError: an unknown ``clock``.
+        StoreError: the store cannot be opened, or its study was recorded with other settings.
+
+    Example:
+        >>> store = SuiteStore("sqlite:///:memory:", budget=2000)
+        >>> store.name, store.records()
+        ('synthetic-B2000', {})
+    """
 
     def __init__(self, storage: str, budget: float, clock: str = "cpu") -> None:
         optuna = require("optuna", "optuna")
@@ -247,7 +312,27 @@ def run_suite(store: SuiteStore, functions: Sequence[str], dims: Sequence[int], 
     """Run every missing (function, n, method, seed) of the selection under the store's budget and
     clock, smallest n first, on one torch thread, recording each as it finishes.
     ``progress(description, work_done, work_total, ran)`` is called before and after each run.
-    Returns the selection's records (finished earlier or now) and how many ran now."""
+    Returns the selection's records (finished earlier or now) and how many ran now.
+
+    Args:
+        store: the suite's store (its budget and clock apply to every run).
+        functions: the test functions.
+        dims: the dimensions.
+        seeds: the seeds (each runs both methods).
+        progress: told ``(description, work_done, work_total, ran)`` around each run.
+        run: False runs nothing: only the records already stored are returned.
+
+    Returns:
+        ``(records, ran)``: the selection's records by :func:`run_key`, and how many ran now.
+
+    Example:
+        >>> store = SuiteStore("sqlite:///:memory:", budget=50)
+        >>> records, ran = run_suite(store, ["sphere"], [2], [0])
+        >>> sorted(records), ran
+        (['sphere/n=2/adam/seed=0', 'sphere/n=2/eve/seed=0'], 2)
+        >>> run_suite(store, ["sphere"], [2], [0])[1]  # every run is stored: none runs again
+        0
+    """
     budget, clock = store.budget, store.clock
     records = store.records()
     plan = [(function, n, method, seed) for n in sorted(dims) for function in functions
