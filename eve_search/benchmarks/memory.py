@@ -84,6 +84,13 @@ def training_state_bytes(params: list[torch.Tensor], optimizer: Any) -> dict[str
     ``optimizer_buffers`` are the optimizer's storages of more than one element (per-weight buffers),
     ``optimizer_scalars`` the one-element ones (step counters, per-tensor bounds).
 
+    Args:
+        params: the trained weights.
+        optimizer: the optimizer training them (every tensor reachable from it is counted).
+
+    Returns:
+        Bytes of ``weights``, ``gradients``, ``optimizer_buffers``, ``optimizer_scalars`` and their ``total``.
+
     Example:
         >>> import torch
         >>> from eve_search import EvE
@@ -155,7 +162,27 @@ def _build(model_name: str, device: torch.device) -> tuple[torch.nn.Module, list
 
 
 def measure(model_name: str, optimizer_name: str, *, iterations: int = 200, device: str = "cpu") -> dict[str, Any]:
-    """Run one measurement in this process (the command runs each in a fresh one)."""
+    """Run one measurement in this process (the command runs each in a fresh one).
+
+    Args:
+        model_name: one of ``MODELS`` (``"mnist-mlp"``, ``"lora"``).
+        optimizer_name: a registered optimizer.
+        iterations: the training iterations (EvE) or steps (a baseline) run.
+        device: where to train (``"cpu"``: peak resident memory; ``"cuda"``: peak allocation).
+
+    Returns:
+        The model, optimizer, iterations, device, ``trained_weights``, dtype, the peak memory above
+        the baseline, the counted training ``state`` (:func:`training_state_bytes`) and, for EvE,
+        each slot's fallback steps.
+
+    Raises:
+        ValueError: an unknown ``model_name``.
+
+    Example:
+        >>> result = measure("mnist-mlp", "adam", iterations=2)
+        >>> result["trained_weights"], result["state"]["optimizer_buffers"] // result["state"]["weights"]
+        (1863690, 2)
+    """
     from eve_search.optim.budget import CostMeter
     from eve_search.optim import make_optimizer
 

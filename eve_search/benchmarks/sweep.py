@@ -74,7 +74,24 @@ def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, j
 def plain_loop(space: str, optimizer: str, configs: int, ratio: float, *, task: str = "adult",
                rungs: tuple[int, ...] | None = None) -> dict[str, Any]:
     """Synchronous successive halving as a plain loop over trials held in memory: no store, no
-    checkpoints, no calibration (``ratio`` is given). Returns the scores per trial and rung."""
+    checkpoints, no calibration (``ratio`` is given). Returns the scores per trial and rung.
+
+    Args:
+        space: the search space's name.
+        optimizer: the optimizer's name.
+        configs: how many configurations are drawn (configuration seed 0).
+        ratio: the frozen backward/forward ratio.
+        task: the task's name.
+        rungs: the rung budgets (None: the engine's default rungs).
+
+    Returns:
+        ``scores``, ``{trial index: {budget: score}}`` (both keys strings), and the ``winner``'s index.
+
+    Example:
+        >>> result = plain_loop("hp", "adam", 2, 2.0, rungs=(10, 20))
+        >>> sorted(result["scores"]["0"]), result["winner"] in (0, 1)
+        (['10', '20'], True)
+    """
     from eve_search.engine.ledger import (
         DEFAULT_RUNGS,
         PROMOTED_FRACTION,
@@ -120,7 +137,18 @@ def _plain_once(space: str, optimizer: str, configs: int, ratio: float) -> dict[
 def import_floor(rounds: int = 3) -> float:
     """Seconds a fresh interpreter takes to import PyTorch, ``torch._dynamo`` (every ``torch.optim``
     optimizer imports it when constructed) and the store's libraries (SQLAlchemy, Optuna): the part of
-    any one-shot sweep process that no engine change can remove. The median of ``rounds`` fresh runs."""
+    any one-shot sweep process that no engine change can remove. The median of ``rounds`` fresh runs.
+
+    Args:
+        rounds: how many fresh interpreters are timed.
+
+    Returns:
+        The median import time, in seconds.
+
+    Example (starts fresh interpreters that import torch: seconds, so not run as a doctest):
+        >>> import_floor(rounds=1) > 0  # doctest: +SKIP
+        True
+    """
     times = []
     for _ in range(rounds):
         _, done = _timed([sys.executable, "-c", IMPORT_FLOOR])
@@ -155,6 +183,28 @@ def overhead_once(space: str, optimizer: str, configs: int, rungs: tuple[int, ..
     checkpoints, handing results to the store, deciding rungs, and the store writer thread's CPU seconds).
     ``source``: a folder holding another ``eve_search`` package (an older checkout) for the sweep to run
     instead of this one, for before/after tables measured in one run.
+
+    Args:
+        space: the search space's name.
+        optimizer: the optimizer's name.
+        configs: how many configurations the sweep draws.
+        rungs: its rung budgets.
+        ratio: the frozen backward/forward ratio (``--backward-ratio``).
+        variant: who drives the trials, one of ``VARIANTS``.
+        storage: an empty database's URL (None: an SQLite file in a temporary folder).
+        source: a folder holding another ``eve_search`` package to run instead (None: this one).
+
+    Returns:
+        The figures listed above, with the per-trial ``scores`` and the ``winner``'s index.
+
+    Raises:
+        ValueError: an unknown ``variant``.
+        RuntimeError: the sweep's process failed.
+
+    Example (trains a sweep in a fresh process: not run as a doctest):
+        >>> row = overhead_once("hp", "eve", 8, (100, 300), 2.0, "local")  # doctest: +SKIP
+        >>> row["trial_rungs"], row["overhead_ms"] > 0  # doctest: +SKIP
+        (10, True)
     """
     import optuna
 
