@@ -104,6 +104,20 @@ def register_kind(kind: str, collect: KindCollector) -> None:
     returns one section: a JSON-able dict with at least ``"title"`` and ``"view"``. ``"view"`` is
     ``"trials"`` (the generic trial tables: give ``"studies"`` as :func:`build` makes them) or a
     view registered with :func:`eve_search.dashboard.register_view`.
+
+    Args:
+        kind: the studies' ``kind`` user attribute (not ``"sha-sweep"``, which is built in).
+        collect: builds the section from every study record of that kind.
+
+    Raises:
+        ValueError: ``kind`` is the built-in sweep kind.
+
+    Example:
+        >>> register_kind("doctest-count", lambda records: {"title": "Counted", "view": "trials",
+        ...                                                  "studies": [], "count": len(records)})
+        >>> record = {"name": "a", "directions": ["minimize"], "user_attrs": {"kind": "doctest-count"}, "trials": []}
+        >>> [(section["title"], section["count"]) for section in build([record, record])["sections"]]
+        [('Counted', 2)]
     """
     if kind == SWEEP_KIND:
         raise ValueError(f"Invalid kind: {kind!r} (built in: successive-halving sweeps)")
@@ -116,8 +130,15 @@ def register_kind(kind: str, collect: KindCollector) -> None:
 def safe_url(url: str) -> str:
     """The storage URL with any password masked, fit to show on a page.
 
-    >>> safe_url("postgresql://ann:secret@db/runs")
-    'postgresql://ann:***@db/runs'
+    Args:
+        url: a storage URL (SQLAlchemy's form; anything else shows only what follows its last ``@``).
+
+    Returns:
+        The URL with its password replaced by ``***``.
+
+    Example:
+        >>> safe_url("postgresql://ann:secret@db/runs")
+        'postgresql://ann:***@db/runs'
     """
     try:
         from sqlalchemy.engine import make_url
@@ -172,6 +193,25 @@ def read_store(url: str) -> list[dict[str, Any]]:
     ``user_attrs``, ``intermediate_values`` ({step: value}), ``duration`` (seconds or None) and
     ``retry_of`` (the number of the failed trial a re-queued trial retries, or None).
     Nothing in the store is executed or modified (user attributes are JSON in Optuna's tables).
+
+    Args:
+        url: the store's SQLAlchemy URL.
+
+    Returns:
+        One record per study: ``name``, ``directions``, ``user_attrs`` and ``trials``.
+
+    Raises:
+        StoreError: the store cannot be opened.
+
+    Example:
+        >>> import pathlib, tempfile, optuna
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> url = f"sqlite:///{pathlib.Path(tempfile.mkdtemp())}/runs.db"
+        >>> study = optuna.create_study(study_name="demo", storage=url)
+        >>> study.set_user_attr("kind", "doctest-notes")
+        >>> study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+        >>> [(r["name"], r["directions"], [t["state"] for t in r["trials"]]) for r in read_store(url)]
+        [('demo', ['minimize'], ['COMPLETE', 'COMPLETE'])]
     """
     storage = _open_storage(url)
     try:
@@ -217,7 +257,18 @@ def _json_safe(value: Any) -> Any:
 
 
 def fingerprint(data: Mapping[str, Any]) -> str:
-    """A short digest of a dashboard document: it changes whenever anything shown changes."""
+    """A short digest of a dashboard document: it changes whenever anything shown changes.
+
+    Args:
+        data: the document (its own ``fingerprint`` key is left out).
+
+    Returns:
+        16 hexadecimal digits.
+
+    Example:
+        >>> fingerprint({"a": 1}) == fingerprint({"a": 1, "fingerprint": "old"}) != fingerprint({"a": 2})
+        True
+    """
     text = json.dumps({k: v for k, v in data.items() if k != "fingerprint"}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -356,6 +407,25 @@ def sweep_view(record: Record) -> dict[str, Any]:
     to the next rung, or were kept for it), ``stopped`` (pruned there), ``waiting`` (recorded there,
     no decision yet), ``planned`` (the successive-halving rule's rung size) and, at the last rung,
     ``completed``.
+
+    Args:
+        record: the sweep's study record (see :func:`read_store`).
+
+    Returns:
+        The sweep's ``name``, ``task``, ``optimizer``, ``settings``, ``best``, ``winner``, ``ladder``,
+        per-trial ``trials``, times and charged units, as one JSON-able dict.
+
+    Raises:
+        StoreError: a stored setting the page uses has been altered to an unexpected value.
+
+    Example:
+        >>> record = {"name": "adult-hp-eve-seed0", "directions": ["maximize"], "trials": [],
+        ...           "user_attrs": {"kind": "sha-sweep", "settings": {
+        ...               "task": "adult", "space": "hp", "optimizer": "eve", "seed": 0, "configs": 4,
+        ...               "rungs": [100, 300], "fraction": 0.5}}}
+        >>> view = sweep_view(record)
+        >>> [(rung["budget"], rung["planned"], rung["trained"]) for rung in view["ladder"]]
+        [(100.0, 4, 0), (300.0, 2, 0)]
     """
     attrs = record["user_attrs"]
     settings = _sweep_settings(record["name"], attrs)
@@ -654,7 +724,26 @@ def _trials_view(record: Record) -> dict[str, Any]:
 
 
 def build(records: Iterable[Record], storage: str | None = None) -> dict[str, Any]:
-    """The dashboard document of a store's study records (see :func:`read_store`)."""
+    """The dashboard document of a store's study records (see :func:`read_store`).
+
+    Args:
+        records: the study records.
+        storage: the store's URL, shown on the page with its password masked (None: not shown).
+
+    Returns:
+        The JSON-able document: ``format``, ``storage``, counts of ``studies`` and ``sweeps``, the
+        ``sections`` (sweeps by task, registered kinds, other studies), ``configurations`` and a
+        ``fingerprint``.
+
+    Example:
+        >>> record = {"name": "adult-hp-eve-seed0", "directions": ["maximize"], "trials": [],
+        ...           "user_attrs": {"kind": "sha-sweep", "settings": {
+        ...               "task": "adult", "space": "hp", "optimizer": "eve", "seed": 0, "configs": 4,
+        ...               "rungs": [100, 300], "fraction": 0.5}}}
+        >>> data = build([record], "postgresql://ann:secret@db/runs")
+        >>> data["storage"], data["sweeps"], [section["view"] for section in data["sections"]]
+        ('postgresql://ann:***@db/runs', 1, ['sha-sweeps'])
+    """
     records = list(records)
     sweeps_by_task: dict[str, list[dict[str, Any]]] = {}
     by_kind: dict[str, list[Record]] = {}
@@ -690,5 +779,23 @@ def build(records: Iterable[Record], storage: str | None = None) -> dict[str, An
 
 
 def dashboard_data(storage: str) -> dict[str, Any]:
-    """Read the store at ``storage`` (an SQLAlchemy URL) and build its dashboard document."""
+    """Read the store at ``storage`` (an SQLAlchemy URL) and build its dashboard document.
+
+    Args:
+        storage: the store's URL.
+
+    Returns:
+        The document :func:`build` makes of :func:`read_store`'s records.
+
+    Example:
+        >>> import pathlib, tempfile, optuna
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> url = f"sqlite:///{pathlib.Path(tempfile.mkdtemp())}/runs.db"
+        >>> study = optuna.create_study(study_name="demo", storage=url)
+        >>> study.set_user_attr("kind", "doctest-notes")
+        >>> study.optimize(lambda trial: trial.suggest_float("x", 0, 1), n_trials=2)
+        >>> data = dashboard_data(url)
+        >>> data["studies"], [section["title"] for section in data["sections"]]
+        (1, ['Other studies: doctest-notes'])
+    """
     return build(read_store(storage), storage)

@@ -62,6 +62,21 @@ def register_view(view: str, render: View) -> None:
 
     ``render`` must escape every string it takes from the section (use :func:`esc`); charts come
     from :func:`eve_search.dashboard.chart`.
+
+    Args:
+        view: the sections' ``"view"`` value (not the built-in ``"sha-sweeps"`` or ``"trials"``).
+        render: draws one section as HTML.
+
+    Raises:
+        ValueError: ``view`` is built in.
+
+    Example:
+        >>> from eve_search.dashboard import esc
+        >>> register_view("doctest-note", lambda section: f"<section><p>{esc(section['text'])}</p></section>")
+        >>> data = {"sections": [{"title": "Note", "view": "doctest-note", "text": "a < b"}],
+        ...         "configurations": {"rows": []}, "storage": None, "studies": 0, "sweeps": 0}
+        >>> "<p>a &lt; b</p>" in render_page(data)
+        True
     """
     if view in ("sha-sweeps", "trials"):
         raise ValueError(f"Invalid view: {view!r} (built in)")
@@ -74,7 +89,20 @@ def asset(name: str) -> str:
 
 
 def script_json(value: Any) -> str:
-    """JSON that is safe inside an HTML ``<script>`` element (no ``<``, ``>``, ``&`` or line separators)."""
+    """JSON that is safe inside an HTML ``<script>`` element (no ``<``, ``>``, ``&`` or line separators).
+
+    Args:
+        value: a JSON-able value (NaN and infinities are refused).
+
+    Returns:
+        Its JSON text, keys sorted, those characters written as JSON unicode escapes.
+
+    Example:
+        >>> import json
+        >>> text = script_json({"name": "</script>"})
+        >>> "<" in text, json.loads(text)
+        (False, {'name': '</script>'})
+    """
     text = json.dumps(value, sort_keys=True, allow_nan=False)
     for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                           ("\u2029", "\\u2029")):
@@ -414,6 +442,22 @@ def render_page(data: Mapping[str, Any], *, live: bool = False, interval: float 
 
     ``live`` makes the page poll ``data.json`` beside it every ``interval`` seconds and reload when
     the store changed (``--serve``).
+
+    Args:
+        data: the dashboard document.
+        live: poll for changes and reload (the served page).
+        interval: the polling interval, in seconds.
+        title: the page's title (None: the default).
+        generated: the time shown as the page's generation time (None: now).
+
+    Returns:
+        The page's HTML, self-contained (style, script and charts inline).
+
+    Example:
+        >>> from eve_search.dashboard import build
+        >>> page = render_page(build([]), title="Empty store")
+        >>> page.startswith("<!DOCTYPE html>"), "Empty store" in page
+        (True, True)
     """
     sections, nav = [], []
     for section in data["sections"]:

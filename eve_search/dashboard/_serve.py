@@ -66,7 +66,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 class DashboardServer(ThreadingHTTPServer):
     """Serves one store's dashboard; the document is rebuilt at most once per ``cache_seconds``
-    (default: the page's polling interval, so any number of open pages cost one read per interval)."""
+    (default: the page's polling interval, so any number of open pages cost one read per interval).
+
+    Args:
+        storage: the store's URL.
+        port: the port to bind on 127.0.0.1 (0: a free one).
+        interval: the page's polling interval, in seconds.
+        cache_seconds: how long a built document is reused (None: ``interval``).
+
+    Example (binds a port: not run as a doctest; :func:`start_server` serves it in a thread):
+        >>> server = DashboardServer("sqlite:///runs/results.db", 0)  # doctest: +SKIP
+        >>> server.host_allowed(f"localhost:{server.server_address[1]}")  # doctest: +SKIP
+        True
+        >>> server.server_close()  # doctest: +SKIP
+    """
 
     daemon_threads = True
 
@@ -115,6 +128,20 @@ def start_server(storage: str, port: int = 0, *, interval: float = 5.0) -> tuple
     """Start serving in a background thread; ``port=0`` picks a free port (see ``server.url``).
 
     Stop it with ``server.shutdown(); server.server_close()``.
+
+    Args:
+        storage: the store's URL.
+        port: the port to bind on 127.0.0.1 (0: a free one).
+        interval: the page's polling interval, in seconds.
+
+    Returns:
+        ``(server, thread)``: the running :class:`DashboardServer` and its daemon thread.
+
+    Example (starts a server: not run as a doctest):
+        >>> server, thread = start_server("sqlite:///runs/results.db")  # doctest: +SKIP
+        >>> server.url  # doctest: +SKIP
+        'http://127.0.0.1:41235/'
+        >>> server.shutdown(); server.server_close()  # doctest: +SKIP
     """
     server = DashboardServer(storage, port, interval=interval)
     thread = threading.Thread(target=server.serve_forever, name="eve-search-dashboard", daemon=True)

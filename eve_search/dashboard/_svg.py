@@ -32,7 +32,18 @@ FIXED_COLORS = {"eve": "#d62728", "adam": "#1f77b4", "adamw": "#2ca02c", "sgd_mo
 
 
 def esc(value: object) -> str:
-    """Text or attribute content, escaped for HTML and SVG (quotes included)."""
+    """Text or attribute content, escaped for HTML and SVG (quotes included).
+
+    Args:
+        value: anything; its ``str`` is escaped.
+
+    Returns:
+        The escaped text.
+
+    Example:
+        >>> esc('<a href="x">')
+        '&lt;a href=&quot;x&quot;&gt;'
+    """
     return html.escape(str(value), quote=True)
 
 
@@ -46,6 +57,18 @@ def color_for(name: str, order: list[str] | None = None) -> str:
 
 @dataclass
 class Point:
+    """One point of a chart series.
+
+    Attributes:
+        x, y: its coordinates.
+        xerr, yerr: half-widths of its error bars (None: no bar).
+        label: its tooltip text.
+
+    Example:
+        >>> Point(1.0, 0.85, yerr=0.01, label="eve, lr 1e-3")
+        Point(x=1.0, y=0.85, xerr=None, yerr=0.01, label='eve, lr 1e-3')
+    """
+
     x: float
     y: float
     xerr: float | None = None
@@ -55,6 +78,28 @@ class Point:
 
 @dataclass
 class Series:
+    """One named series of a chart, and how it is drawn.
+
+    Attributes:
+        name: its legend entry.
+        points: its points.
+        color: its stroke and fill color.
+        lines: join the points with a line.
+        markers: draw a marker at each point.
+        marker: ``"circle"``, ``"diamond"`` or ``"square"``.
+        hollow: unfilled markers.
+        dashed: a dashed line.
+        width: the line width.
+        opacity: the series' opacity.
+        legend: list it in the legend.
+        tags: extra ``data-*`` attributes of the series' SVG group.
+
+    Example:
+        >>> series = Series("eve", [Point(1, 0.80), Point(2, 0.85)], lines=True)
+        >>> series.marker, len(series.points)
+        ('circle', 2)
+    """
+
     name: str
     points: list[Point]
     color: str = "#1f77b4"
@@ -125,7 +170,27 @@ def _marker(shape: str, x: float, y: float, size: float, fill: str, stroke: str,
 def chart(series: list[Series], *, title: str, x_label: str, y_label: str, x_log: bool = False,
           width: int = 520, height: int = 340, diagonal: bool = False, chart_id: str = "",
           note: str = "") -> str:
-    """A figure with one SVG chart of ``series`` and its legend; every string escaped here."""
+    """A figure with one SVG chart of ``series`` and its legend; every string escaped here.
+
+    Args:
+        series: the series drawn (points that are not finite, or not > 0 on a log axis, are left out).
+        title: the figure's caption.
+        x_label, y_label: the axis labels.
+        x_log: a logarithmic x axis.
+        width, height: the SVG's size, in pixels.
+        diagonal: draw the y = x line, both axes on one range.
+        chart_id: the figure's ``id`` (empty: none).
+        note: a line of text under the chart.
+
+    Returns:
+        The ``<figure>`` element's HTML.
+
+    Example:
+        >>> html = chart([Series("eve", [Point(1, 0.80), Point(2, 0.85)], lines=True)], title="<Accuracy>",
+        ...              x_label="budget", y_label="accuracy")
+        >>> html.startswith("<figure"), "<svg" in html, "&lt;Accuracy&gt;" in html
+        (True, True, True)
+    """
     points = [p for s in series for p in s.points if math.isfinite(p.x) and math.isfinite(p.y)
               and (p.x > 0 or not x_log)]
     left, right, top, bottom = 62, 14, 14, 46
