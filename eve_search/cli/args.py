@@ -109,7 +109,15 @@ _MAX_DIGITS = 40  # longer integers are beyond every limit here (and beyond int(
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    """The CPUs this process may run on (its affinity where the platform tells it).
+
+    Returns:
+        The count, at least 1.
+
+    Example:
+        >>> available_cpus() >= 1
+        True
+    """
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -117,7 +125,18 @@ def available_cpus() -> int:
 
 
 def shown(text: str) -> str:
-    """``text`` as a message shows it: quoted, and cut after 60 characters."""
+    """``text`` as a message shows it: quoted, and cut after 60 characters.
+
+    Args:
+        text: the user's input.
+
+    Returns:
+        Its ``repr``, or that of its first 57 characters followed by its length.
+
+    Example:
+        >>> shown("adult"), shown("x" * 100)[-20:]
+        ("'adult'", '... (100 characters)')
+    """
     return repr(text) if len(text) <= 60 else repr(text[:57]) + f"... ({len(text):,} characters)"
 
 
@@ -149,9 +168,37 @@ def _high_message(text: str, high: float, why: str) -> str:
 
 
 def bounded_int(low: int, high: int | None, why: str = "") -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high] (no upper bound when ``high`` is None)."""
+    """An argparse type: an integer in [low, high] (no upper bound when ``high`` is None).
+
+    Args:
+        low: the smallest value accepted.
+        high: the largest value accepted (None: no upper bound).
+        why: the reason for ``high``, shown when a value exceeds it.
+
+    Returns:
+        The parser: text -> int, raising ``argparse.ArgumentTypeError`` with a one-line message.
+
+    Example:
+        >>> bounded_int(1, 10)("7")
+        7
+        >>> bounded_int(1, 10, "ten at most")("11")
+        Traceback (most recent call last):
+        argparse.ArgumentTypeError: '11' is more than 10 (ten at most)
+    """
 
     def parse(text: str) -> int:
+        """Parse one integer argument (a parser made by :func:`bounded_int`).
+
+        Args:
+            text: the argument as typed.
+
+        Returns:
+            The integer, within the parser's bounds.
+
+        Example:
+            >>> positive_int("3"), non_negative_int("0"), seed("42")
+            (3, 0, 42)
+        """
         try:
             value = _int(text)
         except ValueError:
@@ -169,7 +216,25 @@ def bounded_int(low: int, high: int | None, why: str = "") -> Callable[[str], in
 
 def bounded_float(low: float, high: float, why: str = "", *, low_open: bool = False,
                   high_open: bool = False) -> Callable[[str], float]:
-    """An argparse type: a finite number in [low, high] (``low_open``/``high_open``: excluding that end)."""
+    """An argparse type: a finite number in [low, high] (``low_open``/``high_open``: excluding that end).
+
+    Args:
+        low, high: the bounds.
+        why: the reason for ``high``, shown when a value exceeds it.
+        low_open: exclude ``low`` itself.
+        high_open: exclude ``high`` itself.
+
+    Returns:
+        The parser: text -> float, raising ``argparse.ArgumentTypeError`` with a one-line message.
+
+    Example:
+        >>> parse = bounded_float(0.0, 1.0, low_open=True)
+        >>> parse("0.25")
+        0.25
+        >>> parse("0")
+        Traceback (most recent call last):
+        argparse.ArgumentTypeError: '0' must be > 0
+    """
 
     def parse(text: str) -> float:
         try:
@@ -194,13 +259,35 @@ non_negative_int = bounded_int(0, None)
 
 
 def positive_float(text: str) -> float:
-    """An argparse type: a finite number > 0, unbounded (commands use a bounded type; kept for scripts)."""
+    """An argparse type: a finite number > 0, unbounded (commands use a bounded type; kept for scripts).
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The number.
+
+    Example:
+        >>> positive_float("2.5e3")
+        2500.0
+    """
     return bounded_float(0.0, math.inf, low_open=True)(text)
 
 
 def name(what: str) -> Callable[[str], str]:
     """An argparse type: a non-empty name (``--task``, ``--space``): '' and blanks are refused, never
-    taken as "the default". Whether the name is registered is checked after --plugin modules load."""
+    taken as "the default". Whether the name is registered is checked after --plugin modules load.
+
+    Args:
+        what: what the name names, for the message (e.g. "a task name").
+
+    Returns:
+        The parser: text -> the name, stripped of surrounding blanks.
+
+    Example:
+        >>> name("a task name")("  adult ")
+        'adult'
+    """
 
     def parse(text: str) -> str:
         if not text.strip():
@@ -244,7 +331,18 @@ def configs_list(text: str) -> list[int]:
 
 
 def fraction(text: str) -> float:
-    """An argparse type: a share in (0, 1]."""
+    """An argparse type: a share in (0, 1].
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The share.
+
+    Example:
+        >>> fraction("0.5"), fraction("1")
+        (0.5, 1.0)
+    """
     try:
         value = float(text)
     except ValueError:
@@ -256,7 +354,18 @@ def fraction(text: str) -> float:
 
 def rung_list(text: str) -> tuple[int, ...]:
     """An argparse type: cumulative rung budgets, e.g. ``100,300,900``: whole evaluation units, strictly
-    increasing, each at most 10^9, at most 100 rungs."""
+    increasing, each at most 10^9, at most 100 rungs.
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The budgets, as ints.
+
+    Example:
+        >>> rung_list("100,300,900")
+        (100, 300, 900)
+    """
     from eve_search.engine.ledger import check_rungs
 
     parts = text.split(",")
@@ -283,7 +392,18 @@ def rung_list(text: str) -> tuple[int, ...]:
 
 def seed_list(text: str) -> list[int]:
     """Training seeds from ``0-4`` or ``0,2,5`` (an argparse type; scripts in searches/ use it too): at most
-    1000 seeds, each a 32-bit integer."""
+    1000 seeds, each a 32-bit integer.
+
+    Args:
+        text: comma-separated seeds and inclusive ranges.
+
+    Returns:
+        The seeds, in the order given; a seed named twice is refused.
+
+    Example:
+        >>> seed_list("0-2,7")
+        [0, 1, 2, 7]
+    """
     ranges: list[tuple[int, int]] = []
     count = 0
     try:
@@ -308,7 +428,18 @@ def seed_list(text: str) -> list[int]:
 
 
 def lr_list(text: str) -> list[float]:
-    """An argparse type: distinct learning rates, comma-separated, each in [1e-8, 10], at most 100."""
+    """An argparse type: distinct learning rates, comma-separated, each in [1e-8, 10], at most 100.
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The rates, in the order given.
+
+    Example:
+        >>> lr_list("1e-3,3e-3")
+        [0.001, 0.003]
+    """
     parts = [part for part in text.split(",") if part.strip()]
     if len(parts) > MAX_LRS:
         raise argparse.ArgumentTypeError(f"{shown(text)}: {len(parts)} learning rates is more than {MAX_LRS} "
@@ -326,7 +457,18 @@ def lr_list(text: str) -> list[float]:
 
 def dim_list(text: str) -> list[int]:
     """An argparse type: distinct problem dimensions, e.g. ``2,10,1e5``: integers from 2 to 1e8 (a
-    population of four points of 1e8 float32 coordinates is 1.6 GB), at most 100 of them; sorted."""
+    population of four points of 1e8 float32 coordinates is 1.6 GB), at most 100 of them; sorted.
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The dimensions, increasing.
+
+    Example:
+        >>> dim_list("100,2,1e5")
+        [2, 100, 100000]
+    """
     parts = text.split(",")
     if len(parts) > MAX_DIMS:
         raise argparse.ArgumentTypeError(f"{shown(text)}: {len(parts)} dimensions is more than {MAX_DIMS} (each is "
@@ -350,7 +492,21 @@ def dim_list(text: str) -> list[int]:
 
 def name_list(text: str, known: list[str], noun: str, *, normalize=str.strip) -> list[str]:
     """Names from a comma-separated ``text``, each one of ``known`` and given once (the argparse
-    check behind :func:`optimizer_list`, :func:`space_list` and the synthetic suite's functions)."""
+    check behind :func:`optimizer_list`, :func:`space_list` and the synthetic suite's functions).
+
+    Args:
+        text: the argument as typed.
+        known: the names accepted.
+        noun: what a name is, for the message (e.g. "optimizer").
+        normalize: applied to each comma-separated part before it is checked.
+
+    Returns:
+        The names, in the order given.
+
+    Example:
+        >>> name_list("sphere, ackley", ["ackley", "sphere"], "function")
+        ['sphere', 'ackley']
+    """
     names = [normalize(part) for part in text.split(",") if part.strip()]
     unknown = [name for name in names if name not in known]
     if not names or unknown:
@@ -362,14 +518,36 @@ def name_list(text: str, known: list[str], noun: str, *, normalize=str.strip) ->
 
 
 def optimizer_list(text: str) -> list[str]:
-    """An argparse type: registered optimizers, comma-separated, each once."""
+    """An argparse type: registered optimizers, comma-separated, each once.
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The optimizer names, in the order given.
+
+    Example:
+        >>> optimizer_list("eve,adam")
+        ['eve', 'adam']
+    """
     from eve_search.optim import optimizer_names
 
     return name_list(text, list(optimizer_names()), "optimizer")
 
 
 def space_list(text: str) -> list[str]:
-    """An argparse type: registered search spaces, comma-separated, each once."""
+    """An argparse type: registered search spaces, comma-separated, each once.
+
+    Args:
+        text: the argument as typed.
+
+    Returns:
+        The space names, in the order given.
+
+    Example:
+        >>> space_list("hp")
+        ['hp']
+    """
     from eve_search.tasks.spaces import space_names
 
     return name_list(text, list(space_names()), "space")
@@ -394,6 +572,21 @@ def check_processes(value: int | None, argument: str, *, configs: int, force: bo
 
     At most one per configuration (a worker trains one trial at a time, so more stay idle) and at most
     4 x the CPUs this process may use, unless ``force`` (``--force-jobs``), which still stops at 1024.
+
+    Args:
+        value: the requested number of processes (None: not given).
+        argument: the option's name, for the message.
+        configs: the sweep's configuration count.
+        force: whether ``--force-jobs`` was given.
+
+    Returns:
+        The one-line reason, or None.
+
+    Example:
+        >>> check_processes(None, "--jobs", configs=8, force=False) is None
+        True
+        >>> check_processes(9, "--jobs", configs=8, force=False)[:40]
+        'argument --jobs: 9 is more than --config'
     """
     if value is None:
         return None
@@ -423,7 +616,21 @@ COST_MODE_HELP = (
 
 def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None:
     """The grid, budget, cost, store and output arguments of a protocol command (``eve-search mnist``,
-    ``eve-search lora``), with the command's default ``budget`` and ``eval_every``."""
+    ``eve-search lora``), with the command's default ``budget`` and ``eval_every``.
+
+    Args:
+        parser: the command's ``argparse`` parser (arguments are added to it).
+        budget: the default ``--budget``.
+        eval_every: the default ``--eval-every``.
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> add_protocol_arguments(parser, budget=3000, eval_every=250)
+        >>> options = parser.parse_args(["--seeds", "0-1", "--optimizer", "eve,adam"])
+        >>> options.budget, options.eval_every, options.seeds, options.optimizer, options.cost_mode
+        (3000, 250, [0, 1], ['eve', 'adam'], 'calibrated')
+    """
     from pathlib import Path
 
     from eve_search.optim import optimizer_names
@@ -456,7 +663,18 @@ def add_protocol_arguments(parser: Any, *, budget: int, eval_every: int) -> None
 
 
 def add_cost_mode_option(parser: Any) -> None:
-    """``--cost-mode`` (:data:`eve_search.optim.budget.COST_MODES`, default calibrated), as every command declares it."""
+    """``--cost-mode`` (:data:`eve_search.optim.budget.COST_MODES`, default calibrated), as every command declares it.
+
+    Args:
+        parser: the command's ``argparse`` parser.
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> add_cost_mode_option(parser)
+        >>> parser.parse_args([]).cost_mode, parser.parse_args(["--cost-mode", "measured"]).cost_mode
+        ('calibrated', 'measured')
+    """
     from eve_search.optim.budget import COST_MODES
 
     parser.add_argument("--cost-mode", choices=sorted(COST_MODES), default="calibrated", help=COST_MODE_HELP)
