@@ -407,7 +407,18 @@ def _runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``eve-search`` console script; returns the exit code."""
+    """Entry point of the ``eve-search`` console script; returns the exit code.
+
+    Args:
+        argv: the arguments after the program name (None: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success, 2 for bad input (printed as one line on stderr), 1 for a failure.
+
+    Example:
+        >>> main(["mnist", "--budget", "0"])  # bad input: one line on stderr, exit code 2
+        2
+    """
     _start_workers_early(list(sys.argv[1:] if argv is None else argv))
     from eve_search._imports import MissingExtraError
     from eve_search.engine._stores import close_stores, describe_failure, redact
@@ -458,6 +469,15 @@ def console() -> int:
     garbage collection would then walk every object PyTorch and its compiler stack created (about
     0.7 s here, for nothing), so the objects still alive are frozen out of it (``gc.freeze``); exit
     handlers still run and modules are still torn down as usual.
+
+    Returns:
+        :func:`main`'s exit code.
+
+    Example (runs the command of ``sys.argv``, so not run as a doctest):
+        >>> import sys
+        >>> sys.argv = ["eve-search", "dashboard", "--storage", "sqlite:///runs/results.db"]  # doctest: +SKIP
+        >>> console()  # doctest: +SKIP
+        0
     """
     import gc
 

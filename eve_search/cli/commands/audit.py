@@ -27,7 +27,19 @@ DESCRIPTION = (
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the ``adult`` sub-command (and its options) to the ``audit`` parser."""
+    """Add the ``adult`` sub-command (and its options) to the ``audit`` parser.
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search audit")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["adult", "--configs", "12"])
+        >>> args.dataset, args.configs, args.truth, args.budgets
+        ('adult', 12, ['adam'], (30, 100, 300, 900, 2700, 3000))
+    """
     import eve_search.cli.args as types
 
     datasets = parser.add_subparsers(dest="dataset", required=True, parser_class=type(parser))
@@ -165,7 +177,24 @@ def _print_tables(document: dict[str, Any]) -> None:
 
 @reported
 def run(args: argparse.Namespace) -> int:
-    """Check every input and the store, train what is missing, print and write the report."""
+    """Check every input and the store, train what is missing, print and write the report.
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (trains every configuration with every trainer: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["adult", "--configs", "12", "--seeds", "0-1"]))  # doctest: +SKIP
+        0
+    """
     from eve_search.cli._common import _import_plugins, _storage_url, check_output_path
     from eve_search.cli.args import UsageError
     from eve_search.engine._stores import safe_url

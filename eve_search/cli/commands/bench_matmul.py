@@ -15,6 +15,19 @@ __all__ = ["configure_parser", "run"]
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``eve-search bench matmul``.
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search bench matmul")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--threads", "1", "2", "--seconds", "0.1"])
+        >>> args.threads, args.seconds
+        ([1, 2], 0.1)
+    """
     import eve_search.cli.args as types
 
 
@@ -28,6 +41,24 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``eve-search bench matmul``: time every shape on every path, print the table (and ``--json``).
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (times products for seconds: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["--threads", "1"]))  # doctest: +SKIP
+        0
+    """
     from eve_search._openmp import available_cpus as _available_cpus
 
 

@@ -15,7 +15,19 @@ __all__ = ["configure_parser", "run"]
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``eve-search bench memory``."""
+    """Add the arguments of ``eve-search bench memory``.
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search bench memory")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--iterations", "20"])
+        >>> args.model, args.optimizer, args.iterations, args.device
+        ('all', ['eve', 'adam'], 20, 'cpu')
+    """
     import eve_search.cli.args as types
 
 
@@ -41,7 +53,24 @@ def _mb(value: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``eve-search bench memory``; returns the exit code."""
+    """``eve-search bench memory``; returns the exit code.
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (trains each model in a fresh process: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["--iterations", "20"]))  # doctest: +SKIP
+        0
+    """
     from rich.console import Console
     from rich.table import Table
 

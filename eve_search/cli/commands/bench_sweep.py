@@ -40,6 +40,19 @@ def _source(text: str) -> Path:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``eve-search bench sweep``.
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search bench sweep")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--configs", "8", "--rounds", "1"])
+        >>> args.space, args.configs, args.rounds, args.optimizers
+        ('hp', 8, 1, ['eve', 'adam'])
+    """
     import eve_search.cli.args as types
 
 
@@ -80,6 +93,24 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``eve-search bench sweep``: time whole sweeps against the plain loop (or ``--overhead``), print the table.
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (trains sweeps in fresh processes: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["--configs", "8", "--rounds", "1"]))  # doctest: +SKIP
+        0
+    """
     from eve_search.cli.args import check_processes
     from eve_search.cli.args import UsageError
 

@@ -38,7 +38,19 @@ def _function_list(text: str) -> list[str]:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the command's arguments to ``parser`` (the ``synthetic`` parser under ``bench``)."""
+    """Add the command's arguments to ``parser`` (the ``synthetic`` parser under ``bench``).
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search bench synthetic")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--functions", "sphere", "--dims", "2,10", "--seeds", "0-4"])
+        >>> args.functions, args.dims, args.seeds, args.budget
+        (['sphere'], [2, 10], [0, 1, 2, 3, 4], 2000.0)
+    """
     import eve_search.cli.args as types
 
     parser.add_argument("--functions", type=_function_list, default=function_names(), metavar="NAMES",
@@ -203,7 +215,24 @@ class _Progress:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command; returns the exit code (bad input raises ``eve_search.cli.UsageError``)."""
+    """Run the command; returns the exit code (bad input raises ``eve_search.cli.UsageError``).
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (runs the suite: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["--functions", "sphere", "--dims", "2"]))  # doctest: +SKIP
+        0
+    """
     from eve_search.cli._common import _storage_url
 
     if not 0.0 < args.alpha < 1.0:

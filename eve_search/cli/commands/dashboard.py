@@ -39,7 +39,19 @@ def _interval(text: str) -> float:
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the dashboard's arguments to ``parser`` (the ``dashboard`` subcommand)."""
+    """Add the dashboard's arguments to ``parser`` (the ``dashboard`` subcommand).
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search dashboard")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--storage", "sqlite:///runs.db", "--out", "page.html"])
+        >>> args.storage, str(args.out), args.serve, args.port
+        ('sqlite:///runs.db', 'page.html', False, 8050)
+    """
     parser.description = (
         "Draw every sweep of a results store as one self-contained HTML page that opens offline: sweep wall "
         "time against the best validation score found (with the paper's UCI Adult figures beside ours), each "
@@ -78,7 +90,28 @@ def _write(path: Path, text: str, argument: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Write the page (and ``--json``), or serve it; returns the exit code."""
+    """Write the page (and ``--json``), or serve it; returns the exit code.
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success; with ``--serve``, once the server is stopped).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (through :func:`eve_search.cli.main`, which parses the command line and calls this):
+        >>> import pathlib, tempfile, optuna
+        >>> from eve_search.cli import main
+        >>> optuna.logging.set_verbosity(optuna.logging.WARNING)
+        >>> folder = pathlib.Path(tempfile.mkdtemp())
+        >>> _ = optuna.create_study(study_name="demo", storage=f"sqlite:///{folder}/runs.db")
+        >>> main(["dashboard", "--storage", f"sqlite:///{folder}/runs.db", "--out", str(folder / "page.html")])
+        0
+        >>> (folder / "page.html").read_text().startswith("<!DOCTYPE html>")
+        True
+    """
     from eve_search.cli.args import UsageError
     from eve_search.dashboard._data import dashboard_data
     from eve_search.dashboard._render import render_page

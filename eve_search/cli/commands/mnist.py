@@ -25,7 +25,19 @@ __all__ = ["PAPER_MNIST", "configure_parser", "mlp_weights", "run"]
 
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``eve-search mnist`` to ``parser``."""
+    """Add the arguments of ``eve-search mnist`` to ``parser``.
+
+    Args:
+        parser: the sub-command's ``argparse`` parser (arguments are added to it).
+
+    Example:
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser(prog="eve-search mnist")
+        >>> configure_parser(parser)
+        >>> args = parser.parse_args(["--budget", "500", "--width", "64"])
+        >>> args.budget, args.eval_every, args.width, args.depth
+        (500, 250, 64, 2)
+    """
     import eve_search.cli.args as types
     from eve_search.cli.args import add_protocol_arguments
 
@@ -148,7 +160,24 @@ def print_table(summary: dict[str, Any], label: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``eve-search mnist``; returns the exit code (bad input raises ``eve_search.cli.UsageError``)."""
+    """``eve-search mnist``; returns the exit code (bad input raises ``eve_search.cli.UsageError``).
+
+    Args:
+        args: the parsed command line (see :func:`configure_parser`).
+
+    Returns:
+        The exit code (0 on success).
+
+    Raises:
+        UsageError: bad input, as one line (exit code 2).
+
+    Example (trains every optimizer, rate and seed: not run as a doctest):
+        >>> import argparse
+        >>> parser = argparse.ArgumentParser()
+        >>> configure_parser(parser)
+        >>> run(parser.parse_args(["--subset", "1000", "--seeds", "0"]))  # doctest: +SKIP
+        0
+    """
     from eve_search.cli._common import _storage_url
     from eve_search.cli.args import UsageError
     from eve_search.experiments.protocol import ProtocolSettings, run_protocol, summarize
