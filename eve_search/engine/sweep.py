@@ -202,10 +202,9 @@ class Sweep:
         self.ratios: dict[str, float] = dict(store.get("backward_ratios") or {})
         self._started = time.perf_counter()
         self._elapsed_before = float(store.get("wall_seconds", 0.0))
-        self._best: float | None = None
         # The best validation result of this run so far: (score, (budget, index), checkpoint bytes or
         # None when it was recorded before this run), for the test metrics taken once at the end.
-        self._best_seen: tuple[float, tuple[int, int], bytes | None] | None = None
+        self._best_seen: tuple[float, tuple[int, int], bytes | dict[str, float] | None] | None = None
         self.calibration_notes: list[str] = []  # ratios that could not be measured reliably (also on stderr)
 
     def start_clock(self) -> None:
@@ -281,22 +280,6 @@ class Sweep:
         return evaluate_checkpoint(self.task, self.configs[index], content, split, seed=self.settings.seed,
                                    index=index, data=self.data)
 
-    def test_details(self, trial: Trial, metrics: dict[str, float]) -> dict[str, Any]:
-        """The test metrics of a new best validation score, taken while these weights exist (an
-        eliminated trial's checkpoint is deleted). Only strict improvements are scored, so the test
-        set is touched a handful of times per sweep."""
-        score = trial.score(metrics)
-        if self._best is None:  # after a restart: the best recorded so far
-            recorded = dict(enumerate(d["score"] for rungs in self.store.rung_details().values()
-                                      for d in rungs.values()))
-            self._best = recorded[rank_order(recorded, self.task.mode)[0]] if recorded else None
-        better = (self._best is None or math.isnan(self._best) or
-                  (score > self._best if self.task.mode == "max" else score < self._best))
-        if not better or math.isnan(score):
-            return {}
-        self._best = score
-        return {"test": trial.evaluate("test")}
-
     def note_best(self, trial: Any, metrics: dict[str, float]) -> dict[str, Any]:
         """The in-process engine's ``details`` hook: keep the state of the best validation result so far
         (a serialized checkpoint, a handful per sweep), so that the test set is scored once, for the
@@ -319,8 +302,14 @@ class Sweep:
             sign = 1.0 if self.task.mode == "max" else -1.0
             if not (sign * score > sign * seen or (score == seen and key < seen_key)):
                 return {}
-        checkpoint = trial.checkpoint_bytes() if hasattr(trial, "checkpoint_bytes") else trial.to_bytes()
-        self._best_seen = (score, key, checkpoint)
+        # (Asked in this order: a worker's trial builds itself when asked for any other attribute.)
+        if hasattr(trial, "checkpoint_bytes"):  # a worker's checkpoint, at hand
+            state: bytes | dict[str, float] | None = trial.checkpoint_bytes()
+        elif hasattr(trial, "test_metrics"):  # measured already (a Ray actor reports them with each result)
+            state = trial.test_metrics()
+        else:
+            state = trial.to_bytes()
+        self._best_seen = (score, key, state)
         return {}
 
     def test_best(self, replay: Callable[[int, int], Trial]) -> None:
@@ -335,11 +324,24 @@ class Sweep:
             return
         index, budget = best["index"], best["budget"]
         kept = self._best_seen
-        if kept is not None and kept[1] == (budget, index) and kept[2] is not None:
-            test = self.evaluate_checkpoint(index, kept[2], "test")
+        state = kept[2] if kept is not None and kept[1] == (budget, index) else None
+        if isinstance(state, dict):
+            test = state
+        elif isinstance(state, bytes):
+            test = self.evaluate_checkpoint(index, state, "test")
         else:
             test = replay(index, budget).evaluate("test")
         self.store.add_test(index, budget, test)
+
+    def replay(self, index: int, budget: int) -> Trial:
+        """A fresh trial of configuration ``index`` trained through every rung budget up to ``budget``, in
+        order: exactly the state it had when it reported at that rung (in this process, with its
+        threads)."""
+        trial = self.make_trial(index)
+        for rung_budget in self.settings.rungs:
+            if rung_budget <= budget:
+                trial.train_to(rung_budget)
+        return trial
 
     def run(self, progress: ProgressCallback | None = None, *, jobs: int | None = None) -> SweepResult:
         """Calibrate, train every rung not yet in the store, and summarize.

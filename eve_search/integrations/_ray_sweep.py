@@ -48,12 +48,17 @@ EXPERIMENT = "ray"
 
 
 class _Reported:
-    """A trial whose metrics came back from a Ray actor, as :meth:`Sweep.test_details` reads one: it
-    ranks by the task's metric and its test metrics were measured by the actor at the same weights."""
+    """A trial whose metrics came back from a Ray actor, as :meth:`Sweep.note_best` reads one: it ranks
+    by the task's metric, and its test metrics were measured by the actor at the same weights."""
 
-    def __init__(self, metric: str, test: dict[str, float] | None) -> None:
+    def __init__(self, metric: str, test: dict[str, float] | None, index: int = 0, budget: int = 0) -> None:
         self._metric = metric
         self._test = test
+        self.index, self.budget = index, budget
+
+    def test_metrics(self) -> dict[str, float] | None:
+        """The test metrics the actor measured (None: none reported)."""
+        return None if self._test is None else dict(self._test)
 
     def score(self, metrics: dict[str, float]) -> float:
         return metrics[self._metric]
@@ -193,7 +198,7 @@ class _SweepRecorder(Callback):
             details = {"score": float(metrics[sweep.task.metric]), "val": metrics,
                        "charged_units": float(result["eval_cost"]), "wall_seconds": float(result["wall_seconds"]),
                        "backward_passes": int(result["backward_passes"])}
-            details.update(sweep.test_details(_Reported(sweep.task.metric, result.get("test")), metrics))
+            details.update(sweep.note_best(_Reported(sweep.task.metric, result.get("test"), index, budget), metrics))
             store.record(index, budget, details, None)
             self._on_record()
         if last:
@@ -357,6 +362,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
         reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
                                   promoted=[ids[t] for t in decision.promoted]))
+    sweep.test_best(sweep.replay)
     winner = store.get("winner")
     if winner is None:
         final = reports[-1]
