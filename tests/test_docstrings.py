@@ -39,12 +39,7 @@ UNCHECKED_MODULES: list[str] = []
 
 # Parts still missing from names defined in modules being rewritten elsewhere (by where each is
 # defined). A name may lose entries here (fixing one never fails), never gain them.
-KNOWN_GAPS = {
-    "eve_search.optim._minimize.MinimizeResult": ["example"],
-    "eve_search.integrations._optuna_driver.WorkerReport": ["Args", "example"],
-    "eve_search.integrations._optuna_driver.run_sha": ["example"],
-    "eve_search.integrations._optuna_driver.run_sweep_on_optuna": ["example"],
-}
+KNOWN_GAPS: dict[str, list[str]] = {}
 
 # What each checked module needs installed beyond the core dependencies.
 EXTRAS = {"eve_search.integrations.optuna": "optuna", "eve_search.integrations.ray": "ray",

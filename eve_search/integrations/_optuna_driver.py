@@ -118,7 +118,21 @@ def worker_storage(url: str, *, heartbeat_interval: int = 2, grace_period: int |
 
 @dataclass
 class WorkerReport:
-    """What one worker did: rung results it trained, trials it pruned and completed, retries it resumed."""
+    """What one worker did: rung results it trained, trials it pruned and completed, retries it resumed.
+
+    Args:
+        worker: the worker's name (host:pid unless given).
+        trained: rung results it trained and recorded.
+        pruned: configurations it ended PRUNED.
+        completed: configurations it ended COMPLETE (or FAIL, for a non-finite final score).
+        resumed: retries of a dead worker's trial it took over.
+        seconds: its wall time.
+
+    Example:
+        >>> report = WorkerReport(worker="host:1", trained=8, pruned=4, completed=2)
+        >>> report.trained + report.resumed, report.seconds
+        (8, 0.0)
+    """
 
     worker: str
     trained: int = 0
@@ -569,6 +583,14 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     Returns:
         this worker's :class:`WorkerReport`. The results are in the study (``study.best_trial``, the
         user attributes ``rung_{budget}``, intermediate values at the rung budgets).
+
+    Example (trains for seconds, so not run as a doctest; tests/integrations/test_optuna.py runs it):
+        >>> import optuna
+        >>> storage = worker_storage("sqlite:///sha.db")  # doctest: +SKIP
+        >>> study = optuna.create_study(study_name="sha", storage=storage, direction="maximize")  # doctest: +SKIP
+        >>> report = run_sha(study, "adult", 48, space="hp", storage=storage,
+        ...                  options=ShaOptions(rungs=(100, 300, 900)))  # doctest: +SKIP
+        >>> report.trained, study.best_trial.params  # doctest: +SKIP
     """
     opts = with_overrides("run_sha", ShaOptions, options, overrides)
     task = get_task(task) if isinstance(task, str) else task
@@ -748,6 +770,15 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
 
     Returns:
         the sweep's :class:`~eve_search.engine.sweep.SweepResult`.
+
+    Example (trains for seconds in worker processes, so not run as a doctest; the CLI's
+    ``--backend optuna`` calls it):
+        >>> from pathlib import Path
+        >>> from eve_search.engine.sweep import SweepSettings, prepare_sweep
+        >>> sweep = prepare_sweep(SweepSettings(space="hp", optimizer="eve", backward_ratio=2.0),
+        ...                       storage="sqlite:///results.db", checkpoint_dir=Path("checkpoints"))  # doctest: +SKIP
+        >>> result = run_sweep_on_optuna(sweep, workers=2)  # doctest: +SKIP
+        >>> result.winner["index"], result.best["test"]  # doctest: +SKIP
     """
     from eve_search.engine.trial import warm_up
 

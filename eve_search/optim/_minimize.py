@@ -106,6 +106,14 @@ class MinimizeResult:
         iterations: EvE iterations run (the last one may have stopped early at the budget).
         best_so_far: the best recorded value after each iteration.
         meter: the cost meter (forward/backward counts and seconds, mode, ratio).
+
+    Example:
+        >>> sphere = lambda x: (x ** 2).sum(dim=1)
+        >>> result = minimize(sphere, -1.0, 1.0, dim=3, budget=100, seed=0)
+        >>> result.fun == min(result.best_so_far), result.cost >= 100, tuple(result.x.shape)
+        (True, True, (3,))
+        >>> all(a >= b for a, b in zip(result.best_so_far, result.best_so_far[1:]))  # never worse
+        True
     """
 
     x: torch.Tensor
