@@ -281,11 +281,6 @@ class SynchronousSuccessiveHalving:
             trial = self._bring_to(index, trial, self.rungs.index(budget))
         return trial.evaluate(split)
 
-    def replay(self, index: int, budget: int) -> Trial:
-        """A fresh trial ``index`` trained through every rung budget up to ``budget`` (a rung budget):
-        exactly the state it had when it reported there."""
-        return self._bring_to(index, self.make_trial(index), self.rungs.index(budget))
-
     def _bring_to(self, index: int, trial: Trial, rung: int) -> Trial:
         """``trial`` trained to rung ``rung``'s budget through every earlier rung budget in order (each
         one is a stopping point of its trajectory), so a stale or missing checkpoint is replayed into
@@ -304,10 +299,8 @@ class SynchronousSuccessiveHalving:
         start = clock()
         trial = self.load_trial(index)
         budget = self.rungs[rung]
-        if trial.budget > budget:  # a checkpoint past this rung (its record was removed): replay exactly
-            trial = self.make_trial(index)
         loaded = clock()
-        trial = self._bring_to(index, trial, rung)
+        trial = self._bring_to(index, trial, rung)  # (also replays a checkpoint past this rung)
         trained = clock()
         metrics = trial.evaluate()
         score = trial.score(metrics)

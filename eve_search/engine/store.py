@@ -340,7 +340,7 @@ class SweepStore:
             self._study_id = self.storage.get_study_id_from_name(name)
             self._ids: dict[int, int] = {}
             self._numbers = self._ensure_trials()
-            self._last_scores: dict[int, tuple[int, float]] = {}  # index -> (budget, score) recorded here
+            self._last_scores: dict[int, float] = {}  # index -> its latest score recorded by this process
             if existing:  # everything the engine reads back later is checked now, before any work
                 self.rung_details()
                 for key in ("wall_seconds", "backward_ratios", "winner"):
@@ -505,7 +505,7 @@ class SweepStore:
         trial_id = self._trial_id(index)
         self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
         self.storage.set_trial_intermediate_value(trial_id, int(budget), float(details["score"]))
-        self._last_scores[index] = (int(budget), float(details["score"]))
+        self._last_scores[index] = float(details["score"])
 
     def save_checkpoint(self, index: int, checkpoint: bytes) -> None:
         """Save configuration ``index``'s latest state (atomically): the engine writes a kept trial's
@@ -548,7 +548,7 @@ class SweepStore:
     def _last_score(self, index: int) -> float | None:
         """The score of the trial's latest recorded rung (this process's record, else the storage's)."""
         if index in self._last_scores:
-            return self._last_scores[index][1]
+            return self._last_scores[index]
         frozen = self.storage.get_trial(self._trial_id(index))
         return None if frozen.last_step is None else float(frozen.intermediate_values[frozen.last_step])
 

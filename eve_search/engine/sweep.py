@@ -312,10 +312,10 @@ class Sweep:
         self._best_seen = (score, key, state)
         return {}
 
-    def test_best(self, replay: Callable[[int, int], Trial]) -> None:
+    def test_best(self) -> None:
         """Score the test set once for the best validation result found (when its record has no test
         metrics yet) and add them to that record: from the state :meth:`note_best` kept, else (a
-        resumed run) from ``replay(index, budget)``, the trial retrained to that rung budget exactly."""
+        resumed run) from :meth:`replay`, the trial retrained to that rung budget exactly."""
         details = self.store.rung_details()
         if not any(details.values()):
             return
@@ -330,7 +330,7 @@ class Sweep:
         elif isinstance(state, bytes):
             test = self.evaluate_checkpoint(index, state, "test")
         else:
-            test = replay(index, budget).evaluate("test")
+            test = self.replay(index, budget).evaluate("test")
         self.store.add_test(index, budget, test)
 
     def replay(self, index: int, budget: int) -> Trial:
@@ -408,7 +408,7 @@ class Sweep:
                 make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
                 job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint)
             reports = engine.run()
-            self.test_best(engine.replay)
+            self.test_best()
             winner = writer.get("winner")
             if winner is None:
                 final = reports[-1]

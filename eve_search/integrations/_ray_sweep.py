@@ -362,7 +362,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
         reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
                                   promoted=[ids[t] for t in decision.promoted]))
-    sweep.test_best(sweep.replay)
+    sweep.test_best()
     winner = store.get("winner")
     if winner is None:
         final = reports[-1]

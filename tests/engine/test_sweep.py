@@ -74,7 +74,7 @@ def test_a_killed_sweep_scores_the_best_result_on_the_test_set_by_replaying_it(t
     def killed(index, budget):  # the process ends before the best's test metrics are taken
         raise Killed
 
-    monkeypatch.setattr(type(sweep), "test_best", lambda self, replay: killed(0, 0))
+    monkeypatch.setattr(type(sweep), "test_best", lambda self: killed(0, 0))
     with pytest.raises(Killed):
         sweep.run()
     monkeypatch.undo()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 from pathlib import Path
@@ -192,14 +193,12 @@ def _run_overhead(args: argparse.Namespace) -> int:
               f"{'writer':>6} {'peak MiB':>8} {'proc-train-floor s':>18}  load")
     print(header, flush=True)
     rows = []
-    database = None
-    context = None
-    if args.postgres:
-        from eve_search.testing import throwaway_postgres
+    with contextlib.ExitStack() as stack:
+        database = None
+        if args.postgres:
+            from eve_search.testing import throwaway_postgres
 
-        context = throwaway_postgres()
-        database = context.__enter__()
-    try:
+            database = stack.enter_context(throwaway_postgres())
         for optimizer in args.optimizers:
             for configs in args.scales:
                 for variant in args.variants:
@@ -217,9 +216,6 @@ def _run_overhead(args: argparse.Namespace) -> int:
                     print(f"{optimizer:>9} {variant:>7} {configs:>7} {row['trial_rungs']:>11} {row['training']:>10.2f} "
                           f"{row['sweep']:>8.2f} {row['overhead_ms']:>13.2f}{cells} {row['peak_rss_mib']:>8.0f} "
                           f"{row['process_minus_training_minus_floor']:>18.2f}  {row['load']}", flush=True)
-    finally:
-        if context is not None:
-            context.__exit__(None, None, None)
     print("ms/trial-rung: (sweep seconds - training seconds) / trial-rungs (with jobs2, training seconds / 2); the "
           "parts are ms per trial-rung of the in-process engine: build (trials built or loaded), eval, ckpt "
           "(serializing checkpoints), store (handing results over), decide (rung decisions), writer (CPU of the store's "
