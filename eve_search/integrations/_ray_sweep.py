@@ -154,10 +154,16 @@ class _SweepRecorder(Callback):
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         self._seen(trial, trial.last_result)
 
-    def flush(self) -> None:
+    def flush(self, final: bool = False) -> None:
         """Record every newly decided rung, in configuration order, then its eliminations. The store
         writes run on one background thread, in order, so that Tune's loop (and the actors waiting on
-        it) go on while the database is written; :meth:`wait` joins them."""
+        it) go on while the database is written; :meth:`wait` joins them.
+
+        A rung can be decided before this callback hears of the result that decided it: the scheduler
+        saves its state when Tune stops a parked trial from inside the scheduler's own call, and Tune
+        tells the callbacks of that stop first. Such a rung waits for its results; only the ``final``
+        flush, after Tune has delivered everything, records a rung with a result missing (lost with a
+        killed driver)."""
         ledger = self.ledger
         if ledger is None:
             return
@@ -167,6 +173,9 @@ class _SweepRecorder(Callback):
             ids = decision.promoted + decision.stopped
             if any(tid not in self.index for tid in ids):
                 return  # a restored trial this run has not heard from yet
+            if not final and any((self.index[tid], decision.budget) not in self.recorded
+                                 and (self.index[tid], decision.budget) not in self.results for tid in ids):
+                return  # a result on its way to this callback
             rows = self._new_rows(decision.budget, ids)
             last = decision.rung == len(self._rungs) - 1
             ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
@@ -353,7 +362,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         errors = [str(r.error).strip().splitlines()[0] for r in grid if r.error is not None]
         raise RuntimeError(f"the Ray sweep ended before its last rung was decided ({len(decisions)} of "
                            f"{len(s.rungs)} rungs; {len(errors)} trials failed{': ' + errors[0] if errors else ''})")
-    recorder.flush()
+    recorder.flush(final=True)
     recorder.wait()
     ids = recorder.index
     reports = []
