@@ -321,3 +321,64 @@ def close_stores() -> None:
             engine.dispose()
         with _lock:
             _engines.discard(engine)  # its checkpoint connected it again
+
+
+def add_trials_at_once(storage: Any, study_id: int, trials: list[Any]) -> bool:
+    """Add ``trials`` (RUNNING frozen trials with parameters and user attributes, from
+    ``optuna.trial.create_trial``) to a study in one transaction; False where this cannot be done, and
+    the caller adds them one by one (``study.add_trials``).
+
+    ``study.add_trials`` spends about 14 ms per trial on SQLite (a transaction, and half a dozen queries,
+    for each): 65 seconds before a 4,800-configuration sweep could start. This writes the same rows as
+    Optuna's ``RDBStorage`` does, through its own table models, in one flush per table: the trials (each
+    numbered as Optuna numbers them, by its place in the study), their parameters (the internal value
+    and the distribution's JSON, checked against a distribution the study already holds for that name,
+    as Optuna checks it) and their user attributes (JSON). It relies on the layout of Optuna's private
+    ``optuna.storages._rdb`` module; anything unexpected there, or a storage that is not an
+    ``RDBStorage``, returns False before anything is written. The caller reads the trials back through
+    Optuna's public API and checks them.
+    """
+    import json
+
+    try:
+        from optuna import distributions as optuna_distributions
+        from optuna.storages import RDBStorage
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+        from optuna.trial import TrialState
+        from sqlalchemy import func
+    except ImportError:
+        return False
+    needed = ("StudyModel", "TrialModel", "TrialParamModel", "TrialUserAttributeModel")
+    if not isinstance(storage, RDBStorage) or not all(hasattr(models, name) for name in needed) or \
+            any(t.state != TrialState.RUNNING or t.system_attrs or t.intermediate_values or t.values
+                for t in trials):
+        return False
+    with _create_scoped_session(storage.scoped_session) as session:
+        models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
+        names = {name: trial.distributions[name] for trial in trials for name in trial.params}
+        for name, distribution in names.items():
+            held = (session.query(models.TrialParamModel).join(models.TrialModel)
+                    .filter(models.TrialModel.study_id == study_id, models.TrialParamModel.param_name == name).first())
+            if held is not None:
+                optuna_distributions.check_distribution_compatibility(
+                    optuna_distributions.json_to_distribution(held.distribution_json), distribution)
+        rows = [models.TrialModel(study_id=study_id, number=None, state=TrialState.RUNNING,
+                                  datetime_start=trial.datetime_start) for trial in trials]
+        session.add_all(rows)
+        session.flush()  # the rows get their ids (and, on SQLite, this transaction the write lock)
+        first = min(row.trial_id for row in rows)
+        before = session.query(func.count(models.TrialModel.trial_id)).filter(
+            models.TrialModel.study_id == study_id, models.TrialModel.trial_id < first).scalar()
+        for row in sorted(rows, key=lambda r: r.trial_id):
+            row.number = before
+            before += 1
+        session.add_all([
+            models.TrialParamModel(trial_id=row.trial_id, param_name=name,
+                                   param_value=trial.distributions[name].to_internal_repr(value),
+                                   distribution_json=optuna_distributions.distribution_to_json(trial.distributions[name]))
+            for row, trial in zip(rows, trials, strict=True) for name, value in trial.params.items()])
+        session.add_all([
+            models.TrialUserAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value))
+            for row, trial in zip(rows, trials, strict=True) for key, value in trial.user_attrs.items()])
+    return True

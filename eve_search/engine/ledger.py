@@ -305,8 +305,20 @@ class RungLedger:
         self._scores: list[dict[Hashable, float]] = [{} for _ in self.rungs]
         self._failed: set[Hashable] = set()
         self._decisions: list[RungDecision | None] = [None for _ in self.rungs]
+        self._reset_caches()
         for trial in trials:
             self.add(trial)
+
+    def _reset_caches(self) -> None:
+        """Derived views, kept so that every query costs O(1) amortized and a driver that asks about
+        each of thousands of trials stays linear: the members as a set, each rung's cohort (list and
+        set; None until asked or after a change), where each judged trial stopped, and, per rung, the
+        change count at which it was last found undecidable."""
+        self._member_set: set[Hashable] = set(self._members)
+        self._cohorts: list[tuple[list[Hashable], set[Hashable]] | None] = [None for _ in self.rungs]
+        self._stopped_at: dict[Hashable, int] = {t: d.rung for d in self._decisions if d is not None for t in d.stopped}
+        self._changes = 0
+        self._undecided_at: list[int] = [-1 for _ in self.rungs]
 
     # Feeding the ledger ---------------------------------------------------------------------------
 
@@ -317,11 +329,17 @@ class RungLedger:
 
     def add(self, trial: Hashable) -> None:
         """``trial`` joins the cohort (again: nothing happens)."""
-        if trial in self._members:
+        if trial in self._member_set:
             return
         if self._members and self.decide(0) is not None:
             raise ValueError(f"Invalid trial: {trial!r} cannot join after the first rung was decided")
         self._members.append(trial)
+        self._member_set.add(trial)
+        self._changes += 1
+        cohort = self._cohorts[0]  # the first rung is undecided: its cohort grows by this trial
+        if cohort is not None:
+            cohort[0].append(trial)
+            cohort[1].add(trial)
 
     def rung_of(self, budget: float) -> int | None:
         """The highest rung whose budget ``budget`` has reached (None: below the first rung)."""
@@ -332,18 +350,26 @@ class RungLedger:
         """``trial`` scored ``score`` at ``rung``. A repeated report keeps the first score, so a
         replayed (deterministic) result or a duplicate message changes nothing."""
         self._check_rung(rung)
-        if trial not in self._members:
+        if trial not in self._member_set:
             raise ValueError(f"Invalid trial: {trial!r} is not in the cohort")
-        if trial not in self.cohort(rung):
+        if trial not in self._cohort(rung)[1]:
             raise ValueError(f"Invalid report: trial {trial!r} is not in the cohort of rung {rung} "
                              f"(budget {self.rungs[rung]})")
-        self._scores[rung].setdefault(trial, float(score))
+        if trial not in self._scores[rung]:
+            self._scores[rung][trial] = float(score)
+            self._changes += 1
 
     def fail(self, trial: Hashable) -> None:
         """``trial`` failed for good: it leaves every rung not yet decided."""
-        if trial not in self._members:
+        if trial not in self._member_set:
             raise ValueError(f"Invalid trial: {trial!r} is not in the cohort")
+        if trial in self._failed:
+            return
         self._failed.add(trial)
+        self._changes += 1
+        for rung, decision in enumerate(self._decisions):  # the cohorts of undecided rungs lose it
+            if decision is None:
+                self._cohorts[rung] = None
 
     # Reading it -----------------------------------------------------------------------------------
 
@@ -354,6 +380,13 @@ class RungLedger:
     def cohort(self, rung: int) -> list[Hashable]:
         """The trials that train to ``rung``: every member at rung 0, then the previous rung's promoted."""
         self._check_rung(rung)
+        return list(self._cohort(rung)[0])
+
+    def _cohort(self, rung: int) -> tuple[list[Hashable], set[Hashable]]:
+        """:meth:`cohort` as a list and a set, computed once per change."""
+        cached = self._cohorts[rung]
+        if cached is not None:
+            return cached
         if rung == 0:
             eligible = self._members
         else:
@@ -361,8 +394,13 @@ class RungLedger:
             eligible = [] if previous is None else previous.promoted
         decision = self._decisions[rung]
         if decision is not None:  # a settled rung keeps the trials it judged
-            return [t for t in eligible if t in decision.promoted or t in decision.stopped]
-        return [t for t in eligible if t not in self._failed]
+            judged = set(decision.promoted) | set(decision.stopped)
+            members = [t for t in eligible if t in judged]
+        else:
+            members = [t for t in eligible if t not in self._failed]
+        cached = (members, set(members))
+        self._cohorts[rung] = cached
+        return cached
 
     def score(self, trial: Hashable, rung: int) -> float | None:
         self._check_rung(rung)
@@ -371,31 +409,47 @@ class RungLedger:
     def scores(self, rung: int) -> dict[Hashable, float]:
         """The scores reported at ``rung``, in joining order."""
         self._check_rung(rung)
-        return {t: self._scores[rung][t] for t in self._members if t in self._scores[rung]}
+        reported = self._scores[rung]
+        return {t: reported[t] for t in self._members if t in reported}
 
     def waiting_for(self, rung: int) -> list[Hashable]:
         """Live trials of the rung's cohort that have not reported it yet."""
-        return [t for t in self.cohort(rung) if t not in self._scores[rung]]
+        self._check_rung(rung)
+        return [t for t in self._cohort(rung)[0] if t not in self._scores[rung]]
 
     def decide(self, rung: int) -> RungDecision | None:
         """The rung's decision, made now if every live trial of its cohort has reported (None: not yet)."""
         self._check_rung(rung)
         if self._decisions[rung] is not None:
             return self._decisions[rung]
+        if self._undecided_at[rung] == self._changes:  # nothing reported, added or failed since the last look
+            return None
+        decision = self._try_decide(rung)
+        if decision is None:
+            self._undecided_at[rung] = self._changes
+        return decision
+
+    def _try_decide(self, rung: int) -> RungDecision | None:
         if rung > 0 and self.decide(rung - 1) is None:
             return None
-        cohort = self.cohort(rung)
+        cohort, members = self._cohort(rung)
         if not cohort and rung == 0:
             return None
-        if any(t not in self._scores[rung] for t in cohort):
+        reported = self._scores[rung]
+        if any(t not in reported for t in cohort):
             return None
-        members = set(cohort)
-        scores = {t: self._scores[rung][t] for t in self._members if t in members}  # joining order: the tie-break
+        scores = {t: reported[t] for t in self._members if t in members}  # joining order: the tie-break
         last = rung == len(self.rungs) - 1
         promoted = [] if last or not scores else promote_top_fraction(scores, self.fraction, self.mode)
-        stopped = [t for t in cohort if t not in promoted]
+        chosen = set(promoted)
+        stopped = [t for t in cohort if t not in chosen]
         decision = RungDecision(rung=rung, budget=self.rungs[rung], promoted=promoted, stopped=stopped)
         self._decisions[rung] = decision
+        self._changes += 1
+        self._stopped_at.update((t, rung) for t in stopped)
+        self._cohorts[rung] = None
+        if rung + 1 < len(self.rungs):
+            self._cohorts[rung + 1] = None
         return decision
 
     def decisions(self) -> list[RungDecision]:
@@ -411,10 +465,10 @@ class RungLedger:
     def next_rung(self, trial: Hashable) -> int | None:
         """The rung ``trial`` should train to now; None while it must wait, or once it stopped,
         completed the last rung or failed."""
-        if trial in self._failed or trial not in self._members:
+        if trial in self._failed or trial not in self._member_set:
             return None
         for rung in range(len(self.rungs)):
-            if trial not in self.cohort(rung):
+            if trial not in self._cohort(rung)[1]:
                 return None
             if trial not in self._scores[rung]:
                 return rung
@@ -425,13 +479,14 @@ class RungLedger:
 
     def status(self, trial: Hashable) -> str:
         """``"train"`` (see :meth:`next_rung`), ``"wait"``, ``"stopped"``, ``"complete"`` or ``"failed"``."""
-        if trial not in self._members:
+        if trial not in self._member_set:
             raise ValueError(f"Invalid trial: {trial!r} is not in the cohort")
         if self.next_rung(trial) is not None:
             return "train"
-        for decision in self.decisions():
-            if trial in decision.stopped:
-                return "complete" if decision.rung == len(self.rungs) - 1 else "stopped"
+        self.decisions()  # decide what can be decided
+        rung = self._stopped_at.get(trial)
+        if rung is not None:
+            return "complete" if rung == len(self.rungs) - 1 else "stopped"
         return "failed" if trial in self._failed else "wait"
 
     @property
@@ -464,6 +519,7 @@ class RungLedger:
         self._decisions = [None if d is None else RungDecision(rung=k, budget=self.rungs[k], promoted=list(d["promoted"]),
                                                                stopped=list(d["stopped"]))
                            for k, d in enumerate(state["decisions"])]
+        self._reset_caches()
 
     def __repr__(self) -> str:
         return (f"RungLedger(rungs={self.rungs}, fraction={self.fraction:.4g}, mode={self.mode!r}, "

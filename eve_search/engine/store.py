@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from eve_search._imports import require
-from eve_search.engine._stores import create_storage, describe_failure, in_memory, redact, safe_url, storage_problem
+from eve_search.engine._stores import add_trials_at_once, create_storage, describe_failure, in_memory, redact, safe_url, storage_problem
 from eve_search.engine.checkpoint import remove_checkpoint, save_atomically
 from eve_search.engine.ledger import rank_order
 from eve_search.tasks.spaces import SearchSpace
@@ -358,7 +358,7 @@ class SweepStore:
         missing = [index for index in range(len(self.configs)) if index not in current]
         if missing:
             distributions = self.space.distributions()
-            self.study.add_trials([
+            trials = [
                 optuna.trial.create_trial(
                     state=optuna.trial.TrialState.RUNNING,
                     params={key: self.configs[index][key] for key in distributions},
@@ -366,8 +366,10 @@ class SweepStore:
                     user_attrs={"config_index": index, "config": self.configs[index]},
                 )
                 for index in missing
-            ])
-            current = self._indexed()
+            ]
+            if not add_trials_at_once(self.storage, self._study_id, trials):
+                self.study.add_trials(trials)
+            current = self._indexed(configs=True)
         # Optuna's frozen trials carry their storage id (the attribute ``_trial_id``): kept here, it
         # spares one query per trial when its first result is written (else asked for, see _trial_id).
         self._ids.update({index: frozen._trial_id for index, frozen in current.items()

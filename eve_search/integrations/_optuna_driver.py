@@ -57,6 +57,7 @@ from eve_search.engine.ledger import (
 from eve_search.optim import optimizer_names
 from eve_search.optim.budget import check_cost_mode
 from eve_search.tasks.spaces import SearchSpace, get_space
+from eve_search.engine.sha import KEEP_BYTES, trial_bytes
 from eve_search.engine.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
 from eve_search.tasks import Task, get_task
 from eve_search.engine.trial import Trial
@@ -159,9 +160,9 @@ def _last_score(view: _View, index: int) -> float | None:
     """The score configuration ``index`` reported at its last rung (the ledger's view), or None."""
     ledger = view.ledger
     for rung in reversed(range(len(ledger.rungs))):
-        scores = ledger.scores(rung)
-        if index in scores:
-            return float(scores[index])
+        score = ledger.score(index, rung)
+        if score is not None:
+            return float(score)
     return None
 
 
@@ -208,6 +209,17 @@ class ShaWorker:
         rungs, fraction, mode: the rung rule's parameters (:class:`~eve_search.engine.ledger.RungLedger`).
         details: extra details to record with a rung result (e.g. test metrics of a new best).
         progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+        keep_bytes: memory for trials this worker keeps between rungs, as the in-process engine keeps
+            them (see :func:`~eve_search.engine.sha.trial_bytes`); 0 keeps none.
+
+    A trial this worker trained stays in its memory while the kept trials fit in ``keep_bytes``, and
+    its checkpoint is written only once its rung has promoted it (a trial the rung stops, or one past
+    the last rung, is never written), or when the worker stops early; this worker then continues it at
+    the next rung without reading it back. A trial that does not fit is checkpointed with its result,
+    as is every trial at the last rung. Another worker that claims a promoted trial before its
+    checkpoint is written, or a resumed sweep after a killed worker, replays it from its last
+    checkpoint through every rung budget in order: the same state, bit for bit, at the cost of the
+    replay.
     """
 
     def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage, *, trials: int,
@@ -215,7 +227,7 @@ class ShaWorker:
                  rungs: tuple[int, ...], fraction: float, mode: str,
                  details: Callable[[Trial, dict[str, float], float | None], dict[str, Any]] | None = None,
                  poll_interval: float = 0.2, progress: Callable[..., None] | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, keep_bytes: int = KEEP_BYTES) -> None:
         self.study = study
         self.storage = storage
         self.study_id = storage.get_study_id_from_name(study.study_name)
@@ -230,6 +242,10 @@ class ShaWorker:
         self.progress = progress
         self.report = WorkerReport(worker=name or f"{socket.gethostname()}:{os.getpid()}")
         self._last_stale_check = 0.0
+        self.keep_bytes = check_int("keep_bytes", keep_bytes, 0)
+        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last result
+        self._kept_bytes = 0
+        self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
 
     # Reading ----------------------------------------------------------------------------------------
 
@@ -302,7 +318,19 @@ class ShaWorker:
 
     # Working ----------------------------------------------------------------------------------------
 
+    def _drop(self, index: int) -> tuple[Trial, int] | None:
+        """Forget a kept trial (its checkpoint unwritten, if it was); returns it."""
+        kept = self._kept.pop(index, None)
+        self._unsaved.discard(index)
+        if kept is not None:
+            self._kept_bytes -= kept[1]
+        return kept
+
     def _load(self, index: int, budget: int) -> Trial:
+        kept = self._drop(index)
+        rung = self.rungs.index(budget)
+        if kept is not None and rung > 0 and kept[0].budget == self.rungs[rung - 1]:
+            return kept[0]  # as of the rung before: exactly where this rung starts
         trial = self.make_trial(index)
         path = self.checkpoint_path(index)
         if path.exists():
@@ -329,11 +357,50 @@ class ShaWorker:
                    "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
         if self.details is not None:
             details.update(self.details(trial, metrics, best))
-        save_atomically(trial.to_bytes(), self.checkpoint_path(index))
+        size = trial_bytes(trial) if rung < len(self.rungs) - 1 else None
+        if size is not None and self._kept_bytes + size <= self.keep_bytes:
+            self._kept[index] = (trial, size)  # its checkpoint waits for the rung's decision
+            self._kept_bytes += size
+            self._unsaved.add(index)
+        else:
+            save_atomically(trial.to_bytes(), self.checkpoint_path(index))
         self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
         self.storage.set_trial_intermediate_value(trial_id, int(budget), float(score))  # the commit point
         self.report.trained += 1
         return score
+
+    def _settle(self, view: _View) -> None:
+        """Apply the decided rungs to the kept trials: a stopped (or failed) one is dropped unwritten, a
+        promoted one gets its checkpoint now, so that any worker can continue it."""
+        for index in sorted(self._kept):
+            status = view.ledger.status(index)
+            if status in ("stopped", "complete", "failed"):
+                self._drop(index)
+            elif status == "train" and index in self._unsaved:
+                self._save_kept(view, index)
+
+    def _save_kept(self, view: _View | None, index: int) -> None:
+        """Write a kept trial's checkpoint, unless the view shows another worker has recorded it further."""
+        trial = self._kept[index][0]
+        live = view.live(index) if view is not None else None
+        if view is None or (live is not None and max(live.intermediate_values, default=None) == trial.budget):
+            save_atomically(trial.to_bytes(), self.checkpoint_path(index))
+        self._unsaved.discard(index)
+
+    def _save_unsaved(self, view: _View | None) -> None:
+        """On the way out (Ctrl-C, an error): the checkpoints of the kept trials that may train again (as
+        of the last view), so a resumed sweep continues them instead of replaying them."""
+        try:
+            view = self.view()  # what this worker recorded since the last look included
+        except Exception:  # noqa: BLE001 the storage is what failed: the last view it gave
+            pass
+        try:
+            if view is not None:
+                self._settle(view)
+            for index in sorted(self._unsaved):
+                self._save_kept(None, index)
+        except Exception:  # noqa: BLE001 the error being raised is the one to report
+            return
 
     def _best(self, view: _View) -> float | None:
         scores = {(i, r): s for r in range(len(self.rungs)) for i, s in view.ledger.scores(r).items()}
@@ -377,6 +444,7 @@ class ShaWorker:
         """Do every work item this view offers (ending decided trials, training the rungs due), in
         order from ``offset``; the atomic claim keeps two workers off one item. Returns the items done."""
         ledger = view.ledger
+        self._settle(view)
         order = list(range(self.trials))
         order = order[offset % len(order):] + order[:offset % len(order)]
         done = 0
@@ -399,6 +467,7 @@ class ShaWorker:
                 self._release(trial_id, heartbeat)
             except optuna.exceptions.UpdateFinishedTrialError:
                 heartbeat.hold(None)  # failed as stale while this worker trained it: its retry takes over
+                self._drop(index)
                 continue
             except CheckpointError:
                 # The checkpoint folder, not the configuration, is at fault (a directory in a file's place,
@@ -410,6 +479,7 @@ class ShaWorker:
                 message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 reason = f"{type(error).__name__}: {message}"
                 heartbeat.hold(None)
+                self._drop(index)
                 try:
                     self.storage.set_trial_user_attr(trial_id, ERROR_ATTR, reason)
                     self.study.tell(live.number, state=TrialState.FAIL)
@@ -441,13 +511,15 @@ class ShaWorker:
         decided = len(ledger.decisions())
         rung = min(decided, len(self.rungs) - 1)
         cohort = ledger.cohort(rung)
-        reported = len([i for i in cohort if i in ledger.scores(rung)])
+        scores = ledger.scores(rung)
+        reported = len([i for i in cohort if i in scores])
         self.progress("training", rung, reported, len(cohort), self._best(view))
 
     def run(self, offset: int = 0) -> WorkerReport:
         """Work until every configuration has ended; returns what this worker did."""
         started = time.perf_counter()
         heartbeat = _Heartbeat(self.storage)
+        view: _View | None = None
         try:
             while True:
                 now = time.monotonic()
@@ -460,6 +532,9 @@ class ShaWorker:
                     break
                 if not self._work(view, heartbeat, offset):
                     time.sleep(self.poll_interval)
+        except BaseException:
+            self._save_unsaved(view)
+            raise
         finally:
             heartbeat.stop()
             self.report.seconds = time.perf_counter() - started

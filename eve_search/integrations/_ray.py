@@ -493,10 +493,11 @@ class SynchronousSHAScheduler(FIFOScheduler):
         """No trial joins cohort ``index`` any more: its held first-rung scores go to its ledger."""
         self._closed[index] = True
         ledger = self._cohorts[index]
+        first = set(ledger.cohort(0))
         for trial_id in ledger.members:  # joining order
             if trial_id in self._early:
                 score = self._early.pop(trial_id)
-                if trial_id in ledger.cohort(0):
+                if trial_id in first:
                     ledger.report(trial_id, 0, score)
         self._version += 1
         if reason is not None:

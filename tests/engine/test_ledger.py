@@ -141,3 +141,45 @@ def test_state_dict_round_trips_mid_sweep():
     assert restored.waiting_for(1) == ledger.waiting_for(1) == ["t0"]
     with pytest.raises(ValueError, match="differ from this ledger's"):
         RungLedger(rungs=(10, 20)).load_state_dict(ledger.state_dict())
+
+
+def _answers(ledger: RungLedger, trials: int) -> str:
+    """Everything a driver can ask, as one string (decisions of a fresh and a used ledger compare)."""
+    out = []
+    for trial in range(trials):
+        try:
+            out.append((ledger.status(trial), ledger.next_rung(trial)))
+        except ValueError as error:
+            out.append(str(error))
+    for rung in range(len(ledger.rungs)):
+        out.append((ledger.cohort(rung), ledger.scores(rung), ledger.waiting_for(rung), ledger.decide(rung)))
+    out.append((ledger.decisions(), ledger.finished, ledger.state_dict()))
+    return repr(out)
+
+
+_OPERATION = st.tuples(st.sampled_from(["report", "fail", "add", "ask"]), st.integers(0, 9), st.integers(0, 2),
+                       st.sampled_from([0.1, 0.5, 0.9]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(trials=st.integers(0, 8), operations=st.lists(_OPERATION, max_size=40), mode=st.sampled_from(["max", "min"]),
+       fraction=st.sampled_from([0.25, 1 / 3, 0.5, 1.0]))
+def test_a_ledger_answers_as_one_rebuilt_from_its_state_whatever_it_was_asked_before(trials, operations, mode,
+                                                                                      fraction):
+    # The ledger keeps derived views (cohorts, outcomes) between questions; none may go stale.
+    ledger = RungLedger((1, 3, 9), fraction, mode, trials=range(trials))
+    for kind, trial, rung, score in operations:
+        try:
+            if kind == "report":
+                ledger.report(trial, rung, score + trial / 100)
+            elif kind == "fail":
+                ledger.fail(trial)
+            elif kind == "add":
+                ledger.add(trial)
+            else:
+                ledger.status(trial) if trial < trials else ledger.decide(rung)
+        except ValueError:
+            pass
+        fresh = RungLedger((1, 3, 9), fraction, mode)
+        fresh.load_state_dict(ledger.state_dict())
+        assert _answers(ledger, 10) == _answers(fresh, 10)

@@ -100,3 +100,49 @@ def test_an_unreachable_store_is_a_one_line_error(tmp_path):
 def test_study_names():
     assert study_name("adult", "arch", "eve", 3) == "adult-arch-eve-seed3"
     assert study_name("adult", "hp", "adam", 0, config_seed=2) == "adult-hp-adam-seed0-configs2"
+
+
+def _stored(url: str, name: str) -> list[tuple]:
+    study = optuna.load_study(study_name=name, storage=url)
+    return [(t.number, t.state, t.params, t.distributions, t.user_attrs, t.system_attrs, t.intermediate_values,
+             t.values, t.datetime_start is not None, t.datetime_complete) for t in study.get_trials(deepcopy=False)]
+
+
+def test_a_new_store_holds_the_trials_optunas_add_trials_would_write(tmp_path, monkeypatch):
+    import eve_search.engine.store as store_module
+
+    configs = get_space("hp").sample(30, seed=3)
+    fast = SweepStore(f"sqlite:///{tmp_path}/fast.db", "sweep-a", configs, get_space("hp"), tmp_path / "c1", SETTINGS,
+                      resume=False)
+    monkeypatch.setattr(store_module, "add_trials_at_once", lambda *args: False)  # Optuna's own path
+    slow = SweepStore(f"sqlite:///{tmp_path}/slow.db", "sweep-a", configs, get_space("hp"), tmp_path / "c2", SETTINGS,
+                      resume=False)
+    assert _stored(fast.url, "sweep-a") == _stored(slow.url, "sweep-a")
+    assert [row[0] for row in _stored(fast.url, "sweep-a")] == list(range(30))
+
+
+def test_trials_added_at_once_are_numbered_after_those_the_study_holds(tmp_path):
+    from eve_search.engine._stores import add_trials_at_once
+
+    url = f"sqlite:///{tmp_path}/r.db"
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.create_study(study_name="other", storage=storage)
+    study.optimize(lambda trial: trial.suggest_float("lr", 1e-3, 1.0, log=True), n_trials=3)
+    distributions = {"lr": optuna.distributions.FloatDistribution(1e-3, 1.0, log=True)}
+    new = [optuna.trial.create_trial(state=optuna.trial.TrialState.RUNNING, params={"lr": 0.01 * (k + 1)},
+                                     distributions=distributions, user_attrs={"k": k}) for k in range(4)]
+    assert add_trials_at_once(storage, study._study_id, new)
+    trials = optuna.load_study(study_name="other", storage=url).trials
+    assert [t.number for t in trials] == list(range(7))
+    assert [t.user_attrs.get("k") for t in trials[3:]] == [0, 1, 2, 3]
+    assert [t.params["lr"] for t in trials[3:]] == pytest.approx([0.01, 0.02, 0.03, 0.04])
+    # A distribution the study's trials contradict is refused, as Optuna refuses it; nothing is written.
+    other = {"lr": optuna.distributions.IntDistribution(1, 10)}
+    with pytest.raises(ValueError):
+        add_trials_at_once(storage, study._study_id, [optuna.trial.create_trial(
+            state=optuna.trial.TrialState.RUNNING, params={"lr": 3}, distributions=other)])
+    assert len(optuna.load_study(study_name="other", storage=url).trials) == 7
+    # Not a plain RUNNING trial, or not an RDB storage: the caller adds them one by one.
+    done = optuna.trial.create_trial(params={"lr": 0.1}, distributions=distributions, value=1.0)
+    assert not add_trials_at_once(storage, study._study_id, [done])
+    assert not add_trials_at_once(optuna.storages.InMemoryStorage(), 0, new)

@@ -405,3 +405,62 @@ def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, pos
     assert _comparable(outcome["result"]) == expected
     study, failed = _check_study(url, settings.name, 48)
     assert failed >= 1 and study.trials[killed].state == TrialState.FAIL
+
+
+def _count_writes(monkeypatch):
+    import eve_search.integrations._optuna_driver as driver
+
+    writes = []
+    save = driver.save_atomically
+    monkeypatch.setattr(driver, "save_atomically", lambda data, path: (writes.append(path.name), save(data, path)))
+    return writes
+
+
+def _keeping(monkeypatch, keep_bytes):
+    from eve_search.integrations._optuna_driver import ShaWorker
+
+    original = ShaWorker.__init__
+    monkeypatch.setattr(ShaWorker, "__init__", lambda self, *a, **k: original(self, *a, **{**k, "keep_bytes": keep_bytes}))
+
+
+@pytest.mark.parametrize(("keep_bytes", "writes"), [(None, 4 + 2 + 2), (0, 12 + 4 + 2)])
+def test_a_worker_writes_the_checkpoints_of_promoted_trials_only_unless_it_keeps_none(tmp_path, monkeypatch,
+                                                                                      keep_bytes, writes):
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    if keep_bytes is not None:
+        _keeping(monkeypatch, keep_bytes)
+    written = _count_writes(monkeypatch)
+    sweep = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'optuna.db'}", checkpoint_dir=tmp_path / "b")
+    result = run_sweep_on_optuna(sweep, workers=1, heartbeat_interval=1)
+    assert _comparable(result) == _comparable(local)
+    # Kept in memory, the trials a rung stops are never written: the 4 promoted at the first rung, 2 at
+    # the second, and the last rung's 2; keeping none, every result is written.
+    assert len(written) == writes
+
+
+def test_an_interrupted_worker_writes_what_it_kept_and_the_sweep_resumes_exactly(tmp_path, monkeypatch):
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b")
+    seen = {}
+
+    def interrupt(phase, rung, reported, cohort, best):
+        if phase == "training" and rung == 1:  # the first rung decided, nothing of the second trained
+            folder = sweep.store.checkpoint_dir
+            seen["files"] = sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep_on_optuna(sweep, workers=1, heartbeat_interval=1, progress=interrupt)
+    assert seen["files"] == []  # every trial of the first rung was held in memory
+    details = sweep.store.rung_details()
+    scores = {i: done[settings.rungs[0]]["score"] for i, done in details.items()}
+    promoted = promote_top_fraction(dict(sorted(scores.items())), settings.fraction)
+    assert sorted(p.name for p in sweep.store.checkpoint_dir.iterdir()) == sorted(f"trial-{i:04d}.pt" for i in promoted)
+    written = _count_writes(monkeypatch)
+    resumed = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b", resume=True),
+                                  workers=1, heartbeat_interval=1)
+    assert _comparable(resumed) == _comparable(local)
+    assert len(written) == 2 + 2  # continued from the four checkpoints, nothing replayed
