@@ -3,8 +3,9 @@
 :class:`BackgroundStore` wraps a :class:`~eve_search.engine.sha.RungStore` (a
 :class:`~eve_search.engine.store.SweepStore`): ``record``, ``eliminate``, ``complete`` and ``set`` are queued
 and performed by one writer thread in exactly the order they were called, so the store passes through
-the same states as with direct calls, only later. A record still writes its checkpoint before its
-result (the store's own rule), so a SIGKILL at any moment leaves a store that an uninterrupted sweep
+the same states as with direct calls, only later (results queued one behind another are written in
+one transaction, which skips none of them). A record still writes its checkpoint before its result
+(the store's own rule), so a SIGKILL at any moment leaves a store that an uninterrupted sweep
 also passed through, and ``--resume`` retrains whatever was still queued, exactly. Reads that depend
 on queued writes wait for them: :meth:`checkpoint_path` waits for that trial's pending records only
 (the next trial trains while earlier results are written), ``sweep_id`` (fixed when the store opened)
@@ -35,6 +36,7 @@ from typing import Any
 __all__ = ["BackgroundStore"]
 
 _STOP = object()
+BATCH = 64  # results written in one transaction at most
 
 
 class BackgroundStore:
@@ -59,25 +61,45 @@ class BackgroundStore:
     def _work(self) -> None:
         started = time.thread_time()
         while True:
-            item = self._queue.get()
+            items = [self._queue.get()]
             self.busy_seconds = time.thread_time() - started
+            if items[0] is _STOP:
+                self._queue.task_done()
+                return
+            if items[0][0] == "record":
+                items += self._more_records()
             try:
-                if item is _STOP:
-                    return
-                name, args, _ = item
+                name, args, _ = items[0]
                 if self._error is None:
-                    if name == "set" and args[0] == "wall_seconds" and self._newer_wall_time_queued():
+                    if name == "record" and len(items) > 1 and hasattr(self.store, "record_many"):
+                        self.store.record_many([item[1] for item in items])
+                    elif name == "record":
+                        for item in items:
+                            self.store.record(*item[1])
+                    elif name == "set" and args[0] == "wall_seconds" and self._newer_wall_time_queued():
                         pass  # a later wall time is queued: write that one only
                     else:
                         getattr(self.store, name)(*args)
             except BaseException as error:  # noqa: BLE001 handed to the training thread, raised there
                 self._error = error
             finally:
-                if item is not _STOP and item[2] is not None:
-                    with self._changed:
-                        self._pending[item[2]] -= 1
-                        self._changed.notify_all()
-                self._queue.task_done()
+                with self._changed:
+                    for item in items:
+                        if item[2] is not None:
+                            self._pending[item[2]] -= 1
+                    self._changed.notify_all()
+                for _ in items:
+                    self._queue.task_done()
+
+    def _more_records(self) -> list[tuple]:
+        """The results queued right behind the one just taken (at most ``BATCH`` in all): written
+        together, in one transaction (a writer that falls behind the training catches up in batches)."""
+        more: list[tuple] = []
+        with self._queue.mutex:
+            waiting = self._queue.queue
+            while waiting and len(more) < BATCH - 1 and waiting[0] is not _STOP and waiting[0][0] == "record":
+                more.append(waiting.popleft())
+        return more
 
     def _newer_wall_time_queued(self) -> bool:
         with self._queue.mutex:

@@ -382,3 +382,56 @@ def add_trials_at_once(storage: Any, study_id: int, trials: list[Any]) -> bool:
             models.TrialUserAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value))
             for row, trial in zip(rows, trials, strict=True) for key, value in trial.user_attrs.items()])
     return True
+
+
+def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, float]]) -> bool:
+    """Write rung results in one transaction: for each row ``(trial_id, key, value, step, score)`` the
+    trial's user attribute ``key`` (JSON of ``value``) and its intermediate value ``score`` at ``step``,
+    both replacing an earlier one, exactly as ``RDBStorage.set_trial_user_attr`` and
+    ``set_trial_intermediate_value`` store them (non-finite scores by their type, as Optuna does).
+
+    Those two calls cost two transactions, and half a dozen ORM queries, per result: the store's writer
+    thread spent more CPU on them than the training of a small rung, on the same two cores. This is two
+    statements per batch through the table models of Optuna's private ``optuna.storages._rdb``. False,
+    before anything is written, for a storage that is not an ``RDBStorage`` on SQLite or PostgreSQL,
+    a layout it does not expect, or a trial that has ended; the caller then makes Optuna's calls (which
+    raise Optuna's own errors).
+    """
+    import json
+
+    try:
+        from optuna.storages import RDBStorage
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+        from optuna.trial import TrialState
+        from sqlalchemy.dialects import postgresql, sqlite
+    except ImportError:
+        return False
+    if not rows or not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
+        return False
+    values = getattr(models, "TrialIntermediateValueModel", None)
+    attrs = getattr(models, "TrialUserAttributeModel", None)
+    if values is None or attrs is None or not hasattr(values, "intermediate_value_to_stored_repr"):
+        return False
+    insert = (sqlite if storage.engine.name == "sqlite" else postgresql).insert
+    ids = sorted({row[0] for row in rows})
+    with _create_scoped_session(storage.scoped_session, True) as session:
+        states = dict(session.query(models.TrialModel.trial_id, models.TrialModel.state)
+                      .filter(models.TrialModel.trial_id.in_(ids)).all())
+        if len(states) != len(ids) or any(state != TrialState.RUNNING for state in states.values()):
+            return False
+        latest = {(trial_id, key): (value, step, score) for trial_id, key, value, step, score in rows}
+        statement = insert(attrs).values([{"trial_id": trial_id, "key": key, "value_json": json.dumps(value)}
+                                         for (trial_id, key), (value, _, _) in latest.items()])
+        session.execute(statement.on_conflict_do_update(
+            index_elements=[attrs.trial_id, attrs.key], set_={"value_json": statement.excluded.value_json}))
+        scores = {(trial_id, step): score for (trial_id, _), (_, step, score) in latest.items()}
+        stored = {key: values.intermediate_value_to_stored_repr(score) for key, score in scores.items()}
+        statement = insert(values).values([{"trial_id": trial_id, "step": step, "intermediate_value": value,
+                                            "intermediate_value_type": kind}
+                                           for (trial_id, step), (value, kind) in stored.items()])
+        session.execute(statement.on_conflict_do_update(
+            index_elements=[values.trial_id, values.step],
+            set_={"intermediate_value": statement.excluded.intermediate_value,
+                  "intermediate_value_type": statement.excluded.intermediate_value_type}))
+    return True

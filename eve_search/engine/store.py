@@ -39,7 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from eve_search._imports import require
-from eve_search.engine._stores import add_trials_at_once, create_storage, describe_failure, in_memory, redact, safe_url, storage_problem
+from eve_search.engine._stores import (
+    add_trials_at_once,
+    create_storage,
+    describe_failure,
+    in_memory,
+    record_results_at_once,
+    redact,
+    safe_url,
+    storage_problem,
+)
 from eve_search.engine.checkpoint import remove_checkpoint, save_atomically
 from eve_search.engine.ledger import rank_order
 from eve_search.tasks.spaces import SearchSpace
@@ -502,12 +511,23 @@ class SweepStore:
         depends on (checkpoint, details) is stored. ``checkpoint`` None: the driver keeps trial states
         elsewhere (Ray Tune's checkpoints under its ``storage_path``).
         """
-        if checkpoint is not None:
-            self.save_checkpoint(index, checkpoint)
-        trial_id = self._trial_id(index)
-        self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
-        self.storage.set_trial_intermediate_value(trial_id, int(budget), float(details["score"]))
-        self._last_scores[index] = float(details["score"])
+        self.record_many([(index, budget, details, checkpoint)])
+
+    def record_many(self, results: list[tuple[int, int, dict[str, Any], bytes | None]]) -> None:
+        """:meth:`record` for several results, ``(index, budget, details, checkpoint)`` each, in order:
+        every checkpoint first, then every result in one transaction (one commit point for the batch;
+        a result lost with a killed process is recomputed on ``--resume``, exactly)."""
+        for index, _, _, checkpoint in results:
+            if checkpoint is not None:
+                self.save_checkpoint(index, checkpoint)
+        rows = [(self._trial_id(index), rung_key(budget), {"budget": int(budget), **details}, int(budget),
+                 float(details["score"])) for index, budget, details, _ in results]
+        if not record_results_at_once(self.storage, rows):
+            for trial_id, key, value, step, score in rows:
+                self.storage.set_trial_user_attr(trial_id, key, value)
+                self.storage.set_trial_intermediate_value(trial_id, step, score)
+        for index, _, details, _ in results:
+            self._last_scores[index] = float(details["score"])
 
     def save_checkpoint(self, index: int, checkpoint: bytes) -> None:
         """Save configuration ``index``'s latest state (atomically): the engine writes a kept trial's

@@ -90,3 +90,31 @@ def test_the_sweep_id_is_read_without_waiting_for_queued_writes():
         store.record(0, 10, {"score": 0.5}, b"")
         assert store.sweep_id == "abc123"
         assert inner.calls == []  # the record is still being written: nothing waited for it
+
+
+class BatchingStore(SlowStore):
+    def __init__(self, delay=0.05):
+        super().__init__(delay)
+        self.batches = []
+
+    def record_many(self, results):
+        time.sleep(self.delay)
+        self.batches.append([index for index, *_ in results])
+        for index, budget, details, checkpoint in results:
+            self.written.add(index)
+            self.calls.append(("record", index, budget, threading.current_thread().name))
+
+
+def test_results_queued_behind_one_another_are_written_together_in_order():
+    inner = BatchingStore()
+    with BackgroundStore(inner) as store:
+        for i in range(6):
+            store.record(i, 10, {"score": 0.5}, b"")  # the writer is busy with the first meanwhile
+        store.eliminate([4, 5])
+        store.record(6, 30, {"score": 0.5}, b"")
+        assert store.checkpoint_path(3) == Path("trial-3.pt")
+    assert [c[:3] for c in inner.calls] == [("record", i, 10) for i in range(6)] + [("eliminate", (4, 5)),
+                                                                                    ("record", 6, 30)]
+    assert sum(inner.batches, []) == sorted(sum(inner.batches, []))  # (a result alone goes to record)
+    assert max(len(batch) for batch in inner.batches) > 1  # the writer caught up in a batch
+    assert all(len(batch) <= 64 for batch in inner.batches)

@@ -146,3 +146,54 @@ def test_trials_added_at_once_are_numbered_after_those_the_study_holds(tmp_path)
     done = optuna.trial.create_trial(params={"lr": 0.1}, distributions=distributions, value=1.0)
     assert not add_trials_at_once(storage, study._study_id, [done])
     assert not add_trials_at_once(optuna.storages.InMemoryStorage(), 0, new)
+
+
+def test_results_written_at_once_are_what_optunas_own_calls_write(tmp_path):
+    from eve_search.engine._stores import record_results_at_once
+
+    values = {"budget": 10, "score": 0.5, "val": {"accuracy": 0.5}}
+    rows = [(0, "rung_10", values, 10, 0.5), (1, "rung_10", {**values, "score": float("nan")}, 10, float("nan")),
+            (2, "rung_10", values, 10, float("inf")), (0, "rung_30", {**values, "budget": 30}, 30, -float("inf")),
+            (1, "rung_10", {**values, "score": 0.75}, 10, 0.75)]  # a later row for the same key replaces it
+    stored = []
+    for fast in (True, False):
+        url = f"sqlite:///{tmp_path}/{fast}.db"
+        storage = optuna.storages.RDBStorage(url)
+        study = optuna.create_study(study_name="s", storage=storage)
+        ids = [study.ask()._trial_id for _ in range(3)]
+        named = [(ids[t], key, value, step, score) for t, key, value, step, score in rows]
+        if fast:
+            assert record_results_at_once(storage, named)
+        else:
+            for trial_id, key, value, step, score in named:
+                storage.set_trial_user_attr(trial_id, key, value)
+                storage.set_trial_intermediate_value(trial_id, step, score)
+        trials = optuna.load_study(study_name="s", storage=url).get_trials(deepcopy=False)
+        stored.append(repr([(t.user_attrs, t.intermediate_values) for t in trials]))
+    assert stored[0] == stored[1]
+    assert "0.75" in stored[0]
+
+
+def test_results_for_an_ended_trial_are_left_to_optuna_which_refuses_them(tmp_path):
+    from eve_search.engine._stores import record_results_at_once
+
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path}/r.db")
+    study = optuna.create_study(study_name="s", storage=storage)
+    live, ended = study.ask(), study.ask()
+    study.tell(ended, 1.0)
+    rows = [(live._trial_id, "rung_10", {"score": 0.5}, 10, 0.5), (ended._trial_id, "rung_10", {"score": 0.5}, 10, 0.5)]
+    assert not record_results_at_once(storage, rows)
+    assert study.trials[0].user_attrs == {} and study.trials[0].intermediate_values == {}  # nothing written
+    assert not record_results_at_once(optuna.storages.InMemoryStorage(), rows[:1])
+    assert not record_results_at_once(storage, [])
+
+
+def test_a_store_records_many_results_in_order_and_on_postgresql(postgres_url, tmp_path):
+    store = open_store(postgres_url, tmp_path, name="sweep-many")
+    details = [{"score": s, "val": {"accuracy": s}, "charged_units": 40.0, "wall_seconds": 0.1, "backward_passes": 3}
+               for s in (0.5, 0.25, 0.75)]
+    store.record_many([(0, 40, details[0], None), (2, 40, details[1], None), (3, 40, details[2], None)])
+    assert {i: sorted(done) for i, done in store.rung_details().items()} == {0: [40], 1: [], 2: [40], 3: [40]}
+    assert store.rung_details()[3][40]["score"] == 0.75
+    study = optuna.load_study(study_name="sweep-many", storage=postgres_url)
+    assert [t.intermediate_values for t in study.trials] == [{40: 0.5}, {}, {40: 0.25}, {40: 0.75}]
