@@ -3,8 +3,8 @@
 :class:`BackgroundStore` wraps a :class:`~eve_search.engine.sha.RungStore` (a
 :class:`~eve_search.engine.store.SweepStore`): ``record``, ``eliminate``, ``complete`` and ``set`` are queued
 and performed by one writer thread in exactly the order they were called, so the store passes through
-the same states as with direct calls, only later (results queued one behind another are written in
-one transaction, which skips none of them). A record still writes its checkpoint before its result
+the same states as with direct calls, only later (results are gathered for up to ``LINGER`` seconds,
+unless a read waits for them, and written in one transaction, which skips none of them). A record still writes its checkpoint before its result
 (the store's own rule), so a SIGKILL at any moment leaves a store that an uninterrupted sweep
 also passed through, and ``--resume`` retrains whatever was still queued, exactly. Reads that depend
 on queued writes wait for them: :meth:`checkpoint_path` waits for that trial's pending records only
@@ -37,6 +37,7 @@ __all__ = ["BackgroundStore"]
 
 _STOP = object()
 BATCH = 64  # results written in one transaction at most
+LINGER = 0.25  # seconds the writer waits for more results to write with the first (unless a read waits)
 
 
 class BackgroundStore:
@@ -51,6 +52,7 @@ class BackgroundStore:
         self._queue: queue.Queue = queue.Queue()
         self._pending: Counter[int] = Counter()  # queued records per trial index
         self._changed = threading.Condition()
+        self._hurry = threading.Event()  # a read waits for the writes: no lingering
         self._error: BaseException | None = None
         self.busy_seconds = 0.0  # CPU seconds of the writer thread so far (eve-search bench sweep reads it)
         self._thread = threading.Thread(target=self._work, name="eve-search-store-writer", daemon=True)
@@ -60,14 +62,16 @@ class BackgroundStore:
 
     def _work(self) -> None:
         started = time.thread_time()
+        carried = None  # an item taken while gathering results, done next
         while True:
-            items = [self._queue.get()]
+            items = [self._queue.get() if carried is None else carried]
+            carried = None
             self.busy_seconds = time.thread_time() - started
             if items[0] is _STOP:
                 self._queue.task_done()
                 return
             if items[0][0] == "record":
-                items += self._more_records()
+                carried = self._gather(items)
             try:
                 name, args, _ = items[0]
                 if self._error is None:
@@ -91,15 +95,25 @@ class BackgroundStore:
                 for _ in items:
                     self._queue.task_done()
 
-    def _more_records(self) -> list[tuple]:
-        """The results queued right behind the one just taken (at most ``BATCH`` in all): written
-        together, in one transaction (a writer that falls behind the training catches up in batches)."""
-        more: list[tuple] = []
-        with self._queue.mutex:
-            waiting = self._queue.queue
-            while waiting and len(more) < BATCH - 1 and waiting[0] is not _STOP and waiting[0][0] == "record":
-                more.append(waiting.popleft())
-        return more
+    def _gather(self, items: list) -> Any:
+        """Add to ``items`` (a result) the results that follow it, up to ``BATCH`` in all, waiting up to
+        ``LINGER`` seconds for them unless a read is waiting: written together in one transaction, they
+        cost the writer thread (which shares the CPUs with the training) a fraction of one each. Returns
+        the first other item taken from the queue (to be done next), or None."""
+        deadline = time.monotonic() + LINGER
+        while len(items) < BATCH:
+            remaining = deadline - time.monotonic()
+            try:  # what is queued already is taken even when a read waits
+                item = self._queue.get(block=False) if self._hurry.is_set() or remaining <= 0 else \
+                    self._queue.get(timeout=min(remaining, 0.02))
+            except queue.Empty:
+                if self._hurry.is_set() or remaining <= 0:
+                    break
+                continue
+            if item is _STOP or item[0] != "record":
+                return item
+            items.append(item)
+        return None
 
     def _newer_wall_time_queued(self) -> bool:
         with self._queue.mutex:
@@ -122,7 +136,11 @@ class BackgroundStore:
 
     def flush(self) -> None:
         """Wait until every queued write is done; raise the first that failed."""
-        self._queue.join()
+        self._hurry.set()
+        try:
+            self._queue.join()
+        finally:
+            self._hurry.clear()
         self._check()
 
     def close(self) -> None:
@@ -155,8 +173,12 @@ class BackgroundStore:
 
     def checkpoint_path(self, index: int) -> Path:
         """The trial's checkpoint path, once its queued records (and so its checkpoint) are written."""
-        with self._changed:
-            self._changed.wait_for(lambda: self._pending[index] <= 0 or not self._thread.is_alive())
+        self._hurry.set()
+        try:
+            with self._changed:
+                self._changed.wait_for(lambda: self._pending[index] <= 0 or not self._thread.is_alive())
+        finally:
+            self._hurry.clear()
         self._check()
         return self.store.checkpoint_path(index)
 

@@ -435,3 +435,51 @@ def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, fl
             set_={"intermediate_value": statement.excluded.intermediate_value,
                   "intermediate_value_type": statement.excluded.intermediate_value_type}))
     return True
+
+
+def end_trials_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> bool:
+    """End several RUNNING trials in one transaction: for each ``(trial_id, state, values)`` the state,
+    the completion time and the values, as ``RDBStorage.set_trial_state_values`` stores them (one
+    transaction, and a few ORM queries, per trial). False, before anything is written, where
+    :func:`record_results_at_once` would be, or when a trial is not RUNNING; the caller then ends them
+    one by one through Optuna.
+    """
+    import datetime
+
+    try:
+        from optuna.storages import RDBStorage
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+        from optuna.trial import TrialState
+        from sqlalchemy import update
+        from sqlalchemy.dialects import postgresql, sqlite
+    except ImportError:
+        return False
+    if not ends or not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
+        return False
+    values_model = getattr(models, "TrialValueModel", None)
+    trials = getattr(models.TrialModel, "__table__", None)
+    if values_model is None or not hasattr(values_model, "value_to_stored_repr") or trials is None or \
+            "datetime_complete" not in trials.c or len({trial_id for trial_id, _, _ in ends}) != len(ends):
+        return False
+    insert = (sqlite if storage.engine.name == "sqlite" else postgresql).insert
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # Optuna stores naive UTC
+    ids = [trial_id for trial_id, _, _ in ends]
+    with _create_scoped_session(storage.scoped_session, True) as session:
+        states = dict(session.query(models.TrialModel.trial_id, models.TrialModel.state)
+                      .filter(models.TrialModel.trial_id.in_(ids)).all())
+        if len(states) != len(ids) or any(state != TrialState.RUNNING for state in states.values()):
+            return False
+        rows = [{"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
+                for trial_id, _, values in ends for objective, value in enumerate(values or [])
+                for stored, kind in [values_model.value_to_stored_repr(value)]]
+        if rows:
+            statement = insert(values_model).values(rows)
+            session.execute(statement.on_conflict_do_update(
+                index_elements=[values_model.trial_id, values_model.objective],
+                set_={"value": statement.excluded.value, "value_type": statement.excluded.value_type}))
+        for state in {state for _, state, _ in ends}:
+            group = [trial_id for trial_id, each, _ in ends if each == state]
+            session.execute(update(trials).where(trials.c.trial_id.in_(group))
+                            .values(state=state, datetime_complete=now))
+    return True

@@ -43,6 +43,7 @@ from eve_search.engine._stores import (
     add_trials_at_once,
     create_storage,
     describe_failure,
+    end_trials_at_once,
     in_memory,
     record_results_at_once,
     redact,
@@ -544,11 +545,17 @@ class SweepStore:
     def eliminate(self, indices: list[int]) -> None:
         """These trials stopped at a rung: PRUNED, checkpoint deleted (a pruned trial never trains again)."""
         pruned = self._optuna.trial.TrialState.PRUNED
+        ends = []
         for index in indices:
             # As Optuna's own ``study.tell(state=PRUNED)``: the last intermediate value, when it is a
             # number, becomes the trial's value.
             score = self._last_score(index)
-            self._finish(index, pruned, None if score is None or math.isnan(score) else [score])
+            ends.append((index, pruned, None if score is None or math.isnan(score) else [score]))
+        if not end_trials_at_once(self.storage, [(self._trial_id(index), state, values)
+                                                 for index, state, values in ends]):
+            for index, state, values in ends:  # one by one (a resumed sweep's may have ended already)
+                self._finish(index, state, values)
+        for index in indices:
             remove_checkpoint(self.checkpoint_path(index))
 
     def complete(self, index: int, score: float) -> None:

@@ -197,3 +197,31 @@ def test_a_store_records_many_results_in_order_and_on_postgresql(postgres_url, t
     assert store.rung_details()[3][40]["score"] == 0.75
     study = optuna.load_study(study_name="sweep-many", storage=postgres_url)
     assert [t.intermediate_values for t in study.trials] == [{40: 0.5}, {}, {40: 0.25}, {40: 0.75}]
+
+
+def test_trials_ended_at_once_are_what_optunas_own_calls_leave(tmp_path):
+    from eve_search.engine._stores import end_trials_at_once
+
+    states = optuna.trial.TrialState
+    ends = [(0, states.PRUNED, [0.5]), (1, states.COMPLETE, [float("inf")]), (2, states.FAIL, None),
+            (3, states.PRUNED, None)]
+    stored = []
+    for fast in (True, False):
+        url = f"sqlite:///{tmp_path}/{fast}.db"
+        storage = optuna.storages.RDBStorage(url)
+        study = optuna.create_study(study_name="s", storage=storage)
+        ids = [study.ask()._trial_id for _ in range(5)]
+        named = [(ids[k], state, values) for k, state, values in ends]
+        if fast:
+            assert end_trials_at_once(storage, named)
+        else:
+            for trial_id, state, values in named:
+                storage.set_trial_state_values(trial_id, state, values)
+        trials = optuna.load_study(study_name="s", storage=url).get_trials(deepcopy=False)
+        assert all(t.datetime_complete is not None and t.datetime_complete >= t.datetime_start for t in trials[:4])
+        assert trials[4].datetime_complete is None
+        stored.append(repr([(t.state, t.values) for t in trials]))
+    assert stored[0] == stored[1]
+    # A trial that has ended already: nothing is written, and the caller ends the others one by one.
+    assert not end_trials_at_once(storage, [(ids[4], states.PRUNED, None), (ids[0], states.PRUNED, None)])
+    assert optuna.load_study(study_name="s", storage=url).trials[4].state == states.RUNNING
