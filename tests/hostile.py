@@ -48,3 +48,9 @@ def one_line(capsys, *names: str) -> str:
     for name in names:
         assert name in err, err
     return err
+
+
+def default_sigint() -> None:
+    """For ``preexec_fn``: the child handles Ctrl-C as in a terminal (SIGINT at its default), even when
+    this test run ignores SIGINT, as a shell's background job does (and its children inherit that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

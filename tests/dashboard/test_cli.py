@@ -13,6 +13,7 @@ import pytest
 from eve_search.cli import main
 from eve_search.dashboard import dashboard_data, start_server
 from tests.dashboard.conftest import add_generic
+from tests.hostile import default_sigint
 
 
 def test_writes_the_page_and_the_json(sweep_store, tmp_path, capsys):
@@ -102,7 +103,8 @@ def test_serve_command_runs_until_interrupted(sweep_store, tmp_path):
     url, _ = sweep_store
     process = subprocess.Popen([sys.executable, "-m", "eve_search.cli", "dashboard", "--storage", url, "--serve",
                                 "--port", "0"], stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+                               preexec_fn=default_sigint)
     try:
         line = process.stderr.readline()
         while line and not line.startswith("serving"):  # anything a dependency warns first

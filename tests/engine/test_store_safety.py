@@ -29,6 +29,7 @@ from eve_search.engine._stores import close_stores, redact, safe_url
 from eve_search.cli import main
 from eve_search.tasks.spaces import get_space
 from eve_search.engine.store import StoreError, SweepStore
+from tests.hostile import default_sigint
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["sweep", "--task", "tiny", "--configs", "3", "--rungs", "30,90", "--backward-ratio", "2", "--quiet"]
@@ -87,9 +88,11 @@ def workdir(finished_sweep, tmp_path, monkeypatch) -> Path:
 
 
 def python(code: str, *prefix: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter at the repository root (the tiny task importable)."""
+    """Run ``code`` in a fresh interpreter at the repository root (the tiny task importable), with
+    Ctrl-C handled as in a terminal even where the test run itself ignores SIGINT (a shell's background
+    job does, and a child inherits that)."""
     return subprocess.run([*prefix, sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False)
+                          text=True, timeout=timeout, check=False, preexec_fn=default_sigint)
 
 
 # 1. No output lands on the store, its log, a checkpoint, an input, or another output -----------------
