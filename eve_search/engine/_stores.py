@@ -437,6 +437,16 @@ def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, fl
     return True
 
 
+def record_results(storage: Any, rows: list[tuple[int, str, Any, int, float]]) -> None:
+    """Write rung results (rows as for :func:`record_results_at_once`): in one transaction where that
+    function can, else through Optuna's ``set_trial_user_attr`` and ``set_trial_intermediate_value``,
+    row by row (which raise Optuna's errors, e.g. for a trial that has ended)."""
+    if not record_results_at_once(storage, rows):
+        for trial_id, key, value, step, score in rows:
+            storage.set_trial_user_attr(trial_id, key, value)
+            storage.set_trial_intermediate_value(trial_id, step, score)
+
+
 def end_trials_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> bool:
     """End several RUNNING trials in one transaction: for each ``(trial_id, state, values)`` the state,
     the completion time and the values, as ``RDBStorage.set_trial_state_values`` stores them (one

@@ -45,7 +45,7 @@ from eve_search.engine._stores import (
     describe_failure,
     end_trials_at_once,
     in_memory,
-    record_results_at_once,
+    record_results,
     redact,
     safe_url,
     storage_problem,
@@ -523,10 +523,7 @@ class SweepStore:
                 self.save_checkpoint(index, checkpoint)
         rows = [(self._trial_id(index), rung_key(budget), {"budget": int(budget), **details}, int(budget),
                  float(details["score"])) for index, budget, details, _ in results]
-        if not record_results_at_once(self.storage, rows):
-            for trial_id, key, value, step, score in rows:
-                self.storage.set_trial_user_attr(trial_id, key, value)
-                self.storage.set_trial_intermediate_value(trial_id, step, score)
+        record_results(self.storage, rows)
         for index, _, details, _ in results:
             self._last_scores[index] = float(details["score"])
 

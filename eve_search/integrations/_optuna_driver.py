@@ -45,7 +45,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from eve_search._checks import check_int, with_overrides
 from eve_search._openmp import child_environment
-from eve_search.engine._stores import record_results_at_once
+from eve_search.engine._stores import record_results
 from eve_search.engine.checkpoint import CheckpointError, remove_checkpoint, save_atomically
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -365,10 +365,9 @@ class ShaWorker:
             self._unsaved.add(index)
         else:
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
-        row = (trial_id, rung_key(budget), {"budget": int(budget), **details}, int(budget), float(score))
-        if not record_results_at_once(self.storage, [row]):  # the intermediate value is the commit point
-            self.storage.set_trial_user_attr(trial_id, rung_key(budget), {"budget": int(budget), **details})
-            self.storage.set_trial_intermediate_value(trial_id, int(budget), float(score))
+        # One transaction where it can be (the intermediate value is the commit point).
+        record_results(self.storage, [(trial_id, rung_key(budget), {"budget": int(budget), **details}, int(budget),
+                                       float(score))])
         self.report.trained += 1
         return score
 
