@@ -199,8 +199,17 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     def ended(study_: optuna.Study, trial: FrozenTrial) -> None:
         for callback in user_callbacks:
             callback(study_, trial)
-        if getattr(study_, "_stop_flag", False):  # study.stop() in the objective or a callback
+        if getattr(study_, "_stop_flag", False):  # study.stop() on another object of this study
             gate.close("stopped")
+
+    optuna_stop = study.stop
+
+    def stop() -> None:
+        # study.stop() from an objective or a callback closes the gate the moment it is called. Optuna's
+        # flag alone is not enough here: every trial thread's study.optimize clears it when it starts,
+        # so a trial launched between the call and the end of the calling trial would erase it.
+        optuna_stop()  # Optuna's own check: only inside an optimization loop
+        gate.close("stopped")
 
     def work(turn: _Turn, asked: threading.Event) -> None:
         _THREAD.slot = turn
@@ -243,6 +252,7 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
 
     launched = 0
     reason = "n_trials"
+    study.stop = stop  # type: ignore[method-assign]  # on this object only, for this call
     try:
         while n_trials is None or launched < n_trials:
             if expired():
@@ -259,9 +269,13 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     finally:
         if launched:
             pruner._close(study, reason)  # the cohort in progress is decided with the trials it has
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.1)
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.1)
+    finally:
+        if study.__dict__.get("stop") is stop:
+            del study.stop
     if errors:
         raise errors[0]
     pruner.check_steps(study)

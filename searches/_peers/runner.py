@@ -181,17 +181,26 @@ def run_eve_sha(ctx: Context, optimizer: str) -> tuple[dict[str, Any], str]:
                              configs=max(1, round(p.configs * ctx.multiplier)), rungs=p.rungs,
                              backward_ratio=p.backward_ratio)
     sweep = prepare_sweep(settings, storage=f"sqlite:///{ctx.scratch / 'sweep.db'}", checkpoint_dir=ctx.scratch / "ckpt")
-    record = sweep.store.record
+    record_many = sweep.store.record_many
+    logged = 0
 
-    def recorded(index: int, budget: int, details: dict[str, Any], checkpoint: bytes | None) -> None:
-        record(index, budget, details, checkpoint)
-        ctx.events.report(index, sweep.configs[index], details["charged_units"], details["score"])
+    def recorded(results: list[tuple[int, int, dict[str, Any], bytes | None]]) -> None:
+        nonlocal logged
+        record_many(results)
+        for index, _, details, _ in results:
+            ctx.events.report(index, sweep.configs[index], details["charged_units"], details["score"])
+        logged += len(results)
 
-    sweep.store.record = recorded  # results reach the store (and this log) in the order they arrive
+    # Every result reaches the store through record_many (record() calls it too; the store's writer
+    # thread hands it up to 64 gathered results at once), in the order they arrive: this log sees each.
+    sweep.store.record_many = recorded
     jobs = ctx.cpus if ctx.cpus > 1 else None
     ctx.settings.update(configs=settings.configs, rungs=list(settings.rungs), optimizer=optimizer,
                         workers=jobs or 1, threads_per_worker=1 if jobs else ctx.cpus)
     result = sweep.run(jobs=jobs)
+    stored = sum(len(rungs) for rungs in sweep.store.rung_details().values())
+    if logged != stored:
+        raise RuntimeError(f"the event log saw {logged} of the sweep's {stored} results")
     return dict(result.winner["config"]), "the configuration SHA kept to the last rung"
 
 
@@ -202,8 +211,8 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     import optuna
     from optuna.trial import TrialState, create_trial
 
+    from eve_search.integrations import _optuna_driver
     from eve_search.integrations.optuna import run_sha, worker_storage
-    from eve_search.engine.store import rung_key
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     p = ctx.problem
@@ -212,7 +221,19 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     cohorts = max(1, round(ctx.multiplier))
     history: list[Any] = []
     best: tuple[float, dict[str, Any]] | None = None
-    setter = storage.set_trial_intermediate_value
+    write = _optuna_driver.record_results
+    now = {"cohort": 0, "logged": 0}
+
+    def logged(storage_: Any, rows: list[tuple[int, str, Any, int, float]]) -> None:
+        # Every rung result of the driver's worker is written through this one function (in one
+        # transaction where it can): this log sees each, as it reaches the study.
+        write(storage_, rows)
+        for trial_id, _, details, step, score in rows:
+            frozen = storage_.get_trial(trial_id)
+            ctx.events.report(f"{now['cohort']}:{frozen.user_attrs.get('config_index')}", frozen.user_attrs["config"],
+                              details.get("charged_units", step), score)
+            now["logged"] += 1
+
     for cohort in range(cohorts):
         # A sampler per study (TPE keeps per-study state); seeds 1000 * seed + cohort.
         study = optuna.create_study(study_name=f"cohort-{cohort}", storage=storage, direction="maximize",
@@ -220,19 +241,18 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
         for old in history:
             study.add_trial(create_trial(params=old.params, distributions=old.distributions, value=old.value,
                                          state=old.state, intermediate_values=old.intermediate_values))
-
-        def logged(trial_id: int, step: int, value: float, cohort: int = cohort) -> None:
-            setter(trial_id, step, value)
-            frozen = storage.get_trial(trial_id)
-            details = frozen.user_attrs.get(rung_key(step), {})
-            ctx.events.report(f"{cohort}:{frozen.user_attrs.get('config_index')}", frozen.user_attrs["config"],
-                              details.get("charged_units", step), value)
-
-        storage.set_trial_intermediate_value = logged
-        run_sha(study, task=p.task, space=ctx.space, n_trials=p.configs, storage=storage,
-                checkpoint_dir=ctx.scratch / f"ckpt-{cohort}", optimizer="eve", seed=ctx.seed, rungs=p.rungs,
-                backward_ratio=p.backward_ratio)
-        storage.set_trial_intermediate_value = setter
+        now.update(cohort=cohort, logged=0)
+        _optuna_driver.record_results = logged
+        try:
+            run_sha(study, task=p.task, space=ctx.space, n_trials=p.configs, storage=storage,
+                    checkpoint_dir=ctx.scratch / f"ckpt-{cohort}", optimizer="eve", seed=ctx.seed, rungs=p.rungs,
+                    backward_ratio=p.backward_ratio)
+        finally:
+            _optuna_driver.record_results = write
+        stored = sum(len(t.intermediate_values) for t in study.get_trials(deepcopy=False)
+                     if "config_index" in t.user_attrs)
+        if now["logged"] != stored:
+            raise RuntimeError(f"the event log saw {now['logged']} of cohort {cohort}'s {stored} results")
         finished = [t for t in study.get_trials(deepcopy=False)
                     if "config_index" in t.user_attrs and t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
         history.extend(finished)

@@ -272,6 +272,31 @@ def test_study_stop_and_an_objective_error_close_the_cohort():
         assert failing.user_attrs["sha:cohort0:rung1"]["reporters"] == 3  # what was computed is kept
 
 
+def test_study_stop_in_an_objective_is_not_erased_by_a_trial_starting_beside_it():
+    # Trial 0 calls study.stop() and then goes on until the next trial has started on the other turn:
+    # that trial's study.optimize clears Optuna's stop flag as it begins. No trial may start after the
+    # call (trial 1 may have started just before it); the sequential study would stop the same way.
+    study = _study(cohort_size=3)
+    train = make_objective()
+    second_started = threading.Event()
+
+    def objective(trial):
+        if trial.number == 0:
+            trial.study.stop()
+            second_started.wait(2.0)  # under the fix nothing starts: it times out
+        else:
+            second_started.set()
+        return train(trial)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PartialRungWarning)
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, objective, n_trials=12, n_jobs=2))
+    assert len(study.trials) <= 2, [t.number for t in study.trials]
+    assert study.user_attrs[f"sha:cut{len(study.trials)}"]["reason"] == "stopped"
+    assert "stop" not in vars(study)  # the study's own stop() again after the call
+    check_decisions(study)
+
+
 # timeout= ------------------------------------------------------------------------------------------
 
 

@@ -30,7 +30,7 @@ from eve_search.dashboard import build, render_page  # noqa: E402
 from eve_search.dashboard._peers import goal, peers_section  # noqa: E402
 from eve_search.tasks.spaces import get_space  # noqa: E402
 
-TOOLS = ["eve-sha-eve", "optuna-tpe-sh", "ray-asha", "random"]
+TOOLS = ["eve-sha-eve", "eve-run-sha-tpe", "optuna-tpe-sh", "ray-asha", "random"]
 TINY = ["--spaces", "hp", "--seeds", "0", "--budget-multipliers", "1", "--configs", "2", "--max-units", "40",
         "--min-units", "20", "--referee-seeds", "1", "--anytime-points", "2", "--cpus", "1", "--run-timeout", "240"]
 
@@ -65,6 +65,8 @@ def test_every_tool_runs_spends_its_budget_and_its_pick_is_judged(comparison):
     budget = runs["eve-sha-eve"]["charged_units"]
     # 2 configurations at 20 units, the better one on to 40: 3 x 20, each less than a rung over it.
     assert 60 <= budget < 60 + 3 * 20
+    for tool in ("eve-sha-eve", "eve-run-sha-tpe"):  # every result of the search is in its event log
+        assert len(runs[tool]["events"]) == 3, (tool, runs[tool]["events"])
     for tool, run in runs.items():
         assert run["status"] == "done" and run["seed"] == 0 and run["multiplier"] == 1.0
         assert 0.5 < run["referee"]["test"] <= 1.0 and 0.5 < run["referee"]["val"] <= 1.0, tool
@@ -72,7 +74,7 @@ def test_every_tool_runs_spends_its_budget_and_its_pick_is_judged(comparison):
         assert 1 <= run["rank"] <= 3 and run["rank_of"] == 2
         assert run["wall_seconds"] > 0 and run["cpu_seconds"] > 0
         assert run["anytime"][-1]["fraction"] == 1.0 and run["anytime"][-1]["test"] == run["referee"]["test"]
-        if tool != "eve-sha-eve":  # stopped by the budget: at it, at most one report step past it
+        if not tool.startswith("eve-"):  # stopped by the budget: at it, at most one report step past it
             assert run["budget_units"] == budget and run["budget_enforced"]
             assert budget <= run["charged_units"] <= budget + 25, (tool, run["charged_units"])
         # The event log adds up: the last report's running total is the run's charge.
