@@ -199,7 +199,7 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     def ended(study_: optuna.Study, trial: FrozenTrial) -> None:
         for callback in user_callbacks:
             callback(study_, trial)
-        if getattr(study_, "_stop_flag", False):  # study.stop() on another object of this study
+        if getattr(study_, "_stop_flag", False):  # a stop() that bypassed the wrapper below (Study.stop(study))
             gate.close("stopped")
 
     optuna_stop = study.stop
@@ -254,26 +254,26 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     reason = "n_trials"
     study.stop = stop  # type: ignore[method-assign]  # on this object only, for this call
     try:
-        while n_trials is None or launched < n_trials:
-            if expired():
-                gate.close("timeout")
-            if gate.closed:
-                reason = gate.reason or reason
-                break
-            if not turns.acquire(launched, give_up):
-                continue  # the gate closed or the time ran out while waiting for a turn: seen above
-            if not launch(launched):
-                reason = gate.reason or reason
-                break
-            launched += 1
-    finally:
-        if launched:
-            pruner._close(study, reason)  # the cohort in progress is decided with the trials it has
-    try:
+        try:
+            while n_trials is None or launched < n_trials:
+                if expired():
+                    gate.close("timeout")
+                if gate.closed:
+                    reason = gate.reason or reason
+                    break
+                if not turns.acquire(launched, give_up):
+                    continue  # the gate closed or the time ran out while waiting for a turn: seen above
+                if not launch(launched):
+                    reason = gate.reason or reason
+                    break
+                launched += 1
+        finally:
+            if launched:
+                pruner._close(study, reason)  # the cohort in progress is decided with the trials it has
         for thread in threads:
             while thread.is_alive():
                 thread.join(0.1)
-    finally:
+    finally:  # the study's own stop() again, also when the launcher or the closing raised
         if study.__dict__.get("stop") is stop:
             del study.stop
     if errors:
