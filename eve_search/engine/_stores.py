@@ -437,10 +437,31 @@ def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, fl
     return True
 
 
-def record_results(storage: Any, rows: list[tuple[int, str, Any, int, float]]) -> None:
-    """Write rung results (rows as for :func:`record_results_at_once`): in one transaction where that
-    function can, else through Optuna's ``set_trial_user_attr`` and ``set_trial_intermediate_value``,
-    row by row (which raise Optuna's errors, e.g. for a trial that has ended)."""
+def rung_key(budget: int) -> str:
+    """The user-attribute key of a trial's details at rung ``budget``.
+
+    Args:
+        budget: the rung's cumulative budget, in evaluation units.
+
+    Returns:
+        ``rung_<budget>``.
+
+    Example:
+        >>> rung_key(300)
+        'rung_300'
+    """
+    return f"rung_{int(budget)}"
+
+
+def record_results(storage: Any, results: list[tuple[int, int, dict[str, Any]]]) -> None:
+    """Write rung results, ``(trial_id, budget, details)`` each, the one layout of a result in a study:
+    the user attribute :func:`rung_key` holding ``{"budget": budget, **details}`` and the intermediate
+    value ``details["score"]`` at step ``budget`` (the commit point). In one transaction where
+    :func:`record_results_at_once` can, else through Optuna's ``set_trial_user_attr`` and
+    ``set_trial_intermediate_value``, row by row (which raise Optuna's errors, e.g. for a trial that has
+    ended)."""
+    rows = [(trial_id, rung_key(budget), {"budget": int(budget), **details}, int(budget), float(details["score"]))
+            for trial_id, budget, details in results]
     if not record_results_at_once(storage, rows):
         for trial_id, key, value, step, score in rows:
             storage.set_trial_user_attr(trial_id, key, value)

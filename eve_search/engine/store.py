@@ -47,6 +47,7 @@ from eve_search.engine._stores import (
     in_memory,
     record_results,
     redact,
+    rung_key,
     safe_url,
     storage_problem,
 )
@@ -84,22 +85,6 @@ def study_name(task: str, space: str, optimizer: str, seed: int, config_seed: in
     """
     suffix = "" if config_seed == 0 else f"-configs{config_seed}"
     return f"{task}-{space}-{optimizer}-seed{seed}{suffix}"
-
-
-def rung_key(budget: int) -> str:
-    """The user-attribute key of a trial's details at rung ``budget``.
-
-    Args:
-        budget: the rung's cumulative budget, in evaluation units.
-
-    Returns:
-        ``rung_<budget>``.
-
-    Example:
-        >>> rung_key(300)
-        'rung_300'
-    """
-    return f"rung_{int(budget)}"
 
 
 # Reading stored values ----------------------------------------------------------------------------
@@ -521,9 +506,7 @@ class SweepStore:
         for index, _, _, checkpoint in results:
             if checkpoint is not None:
                 self.save_checkpoint(index, checkpoint)
-        rows = [(self._trial_id(index), rung_key(budget), {"budget": int(budget), **details}, int(budget),
-                 float(details["score"])) for index, budget, details, _ in results]
-        record_results(self.storage, rows)
+        record_results(self.storage, [(self._trial_id(index), budget, details) for index, budget, details, _ in results])
         for index, _, details, _ in results:
             self._last_scores[index] = float(details["score"])
 

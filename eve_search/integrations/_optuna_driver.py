@@ -59,7 +59,7 @@ from eve_search.optim import optimizer_names
 from eve_search.optim.budget import check_cost_mode
 from eve_search.tasks.spaces import SearchSpace, get_space
 from eve_search.engine.sha import KEEP_BYTES, trial_bytes
-from eve_search.engine.store import check_sweep_id, checkpoint_folder, rung_key, write_ahead
+from eve_search.engine.store import check_sweep_id, checkpoint_folder, write_ahead
 from eve_search.tasks import Task, get_task
 from eve_search.engine.trial import Trial
 
@@ -366,8 +366,7 @@ class ShaWorker:
         else:
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
         # One transaction where it can be (the intermediate value is the commit point).
-        record_results(self.storage, [(trial_id, rung_key(budget), {"budget": int(budget), **details}, int(budget),
-                                       float(score))])
+        record_results(self.storage, [(trial_id, budget, details)])
         self.report.trained += 1
         return score
 
