@@ -74,3 +74,12 @@ def test_the_command_table_runs_every_command_the_parser_accepts_and_nothing_els
         for target in (command.run, command.configure):
             module, _, name = target.partition(":")
             assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_python_dash_m_eve_search_is_the_console_script():
+    # For an environment whose scripts folder is not on PATH: the same command, the same exit codes.
+    help_ = subprocess.run([sys.executable, "-m", "eve_search", "--help"], check=False, capture_output=True, text=True)
+    assert help_.returncode == 0 and "adult" in help_.stdout and help_.stderr == ""
+    bad = subprocess.run([sys.executable, "-m", "eve_search", "frobnicate"], check=False, capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "frobnicate" in bad.stderr
