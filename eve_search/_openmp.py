@@ -111,17 +111,22 @@ def configure_openmp(policy: str | None = None) -> str | None:
 
 @contextmanager
 def child_environment() -> Iterator[str | None]:
-    """While the block runs, ``OMP_WAIT_POLICY`` is what a new process of eve-search's should start
-    with (the user's own value, else the rule of :func:`configure_openmp`); afterwards this process's
-    environment is as it was. Processes started inside the block inherit the policy."""
+    """While the block runs, the environment is what a new process of eve-search's should start with:
+    ``OMP_WAIT_POLICY`` (the user's own value, else the rule of :func:`configure_openmp`) and glibc's
+    malloc settings of :func:`eve_search._malloc.configure_malloc`; afterwards this process's environment
+    is as it was. Processes started inside the block inherit them. Yields the OpenMP policy."""
+    from eve_search._malloc import child_variables
+
+    added = {name: value for name, value in child_variables().items() if name not in os.environ}
     if "OMP_WAIT_POLICY" in os.environ:
-        yield os.environ["OMP_WAIT_POLICY"]
-        return
-    chosen = _chosen_policy(None)
-    if chosen is not None:
-        os.environ["OMP_WAIT_POLICY"] = chosen
+        chosen = os.environ["OMP_WAIT_POLICY"]
+    else:
+        chosen = _chosen_policy(None)
+        if chosen is not None:
+            added["OMP_WAIT_POLICY"] = chosen
+    os.environ.update(added)
     try:
         yield chosen
     finally:
-        if chosen is not None:
-            os.environ.pop("OMP_WAIT_POLICY", None)
+        for name in added:
+            os.environ.pop(name, None)

@@ -29,6 +29,7 @@ import gc
 import json
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -229,7 +230,11 @@ def _child_main() -> None:
 
 def _in_fresh_process(spec: dict[str, Any]) -> dict[str, Any]:
     code = "from eve_search.benchmarks.memory import _child_main; _child_main()"
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True, check=False)
+    # In an empty folder of its own: ``-c`` puts the working directory first on sys.path, so an
+    # ``eve_search`` folder or file there would be imported instead of this package.
+    with tempfile.TemporaryDirectory(prefix="eve-bench-memory-") as folder:
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True, text=True,
+                              check=False, cwd=folder)
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"memory measurement of {spec['optimizer']} on {spec['model']} failed: {last}")

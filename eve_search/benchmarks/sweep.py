@@ -37,9 +37,11 @@ def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+def _timed(command: list[str], cwd: str) -> tuple[float, subprocess.CompletedProcess]:
+    """Run ``command`` in ``cwd`` (a folder of the benchmark's own: ``python -m`` and ``-c`` put the working
+    directory first on ``sys.path``, so an ``eve_search`` folder there would be run instead)."""
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=cwd)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()[-400:]}")
@@ -60,7 +62,7 @@ def _sweep_once(space: str, optimizer: str, configs: int, ratio: float | None, j
         command += [] if jobs is None else ["--jobs", str(jobs)]
         command += ["--force-jobs"] if force_jobs else []
         load = _load()
-        wall, _ = _timed(command)
+        wall, _ = _timed(command, folder)
         result = json.loads(out.read_text())["optimizers"][optimizer]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name=study_name("adult", space, optimizer, 0),
@@ -129,7 +131,7 @@ def _plain_once(space: str, optimizer: str, configs: int, ratio: float) -> dict[
         out = Path(folder) / "plain.json"
         load = _load()
         wall, _ = _timed([sys.executable, "-m", "eve_search.benchmarks.sweep", space, optimizer, str(configs),
-                          repr(ratio), str(out)])
+                          repr(ratio), str(out)], folder)
         result = json.loads(out.read_text())
     return {"process": wall, "load": load, **result}
 
@@ -151,15 +153,17 @@ def import_floor(rounds: int = 3) -> float:
     """
     times = []
     for _ in range(rounds):
-        _, done = _timed([sys.executable, "-c", IMPORT_FLOOR])
+        with tempfile.TemporaryDirectory(prefix="eve-bench-floor-") as folder:
+            _, done = _timed([sys.executable, "-c", IMPORT_FLOOR], folder)
         times.append(float(done.stdout.strip()))
     return sorted(times)[len(times) // 2]
 
 
-def _run_measured(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """(wall seconds, peak resident MiB) of one child process, from exec to exit."""
+def _run_measured(command: list[str], cwd: str, env: dict[str, str] | None = None) -> tuple[float, float]:
+    """(wall seconds, peak resident MiB) of one child process, from exec to exit, run in ``cwd`` (see
+    :func:`_timed`)."""
     start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
     _, status, usage = os.wait4(child.pid, 0)
     seconds = time.perf_counter() - start
     child.returncode = os.waitstatus_to_exitcode(status)
@@ -223,7 +227,7 @@ def overhead_once(space: str, optimizer: str, configs: int, rungs: tuple[int, ..
         command += ["--force-jobs"] if variant.startswith("jobs") and configs < int(variant[-1]) else []
         load = _load()
         env = None if source is None else {**os.environ, "PYTHONPATH": str(source)}
-        wall, peak = _run_measured(command, env)
+        wall, peak = _run_measured(command, folder, env)
         result = json.loads(out.read_text())["optimizers"][optimizer]
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         parts: dict[str, float] = {}

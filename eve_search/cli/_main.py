@@ -481,10 +481,12 @@ def console() -> int:
     """
     import gc
 
+    from eve_search._malloc import configure_malloc
     from eve_search._openmp import configure_openmp
 
     if "torch" not in sys.modules:  # called in-process after PyTorch loaded, it is too late: say nothing
         configure_openmp()  # the command owns its process: OpenMP waits passively on a shared CPU
+    configure_malloc()  # and large tensors reuse freed heap memory instead of faulting in fresh pages
     code = main()
     sys.stdout.flush()
     gc.freeze()

@@ -1023,6 +1023,10 @@ def config_index(config: dict[str, Any]) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") & 0x7FFFFFFF
 
 
+# The best validation score this process has reported, per (owner, task, metric): test_metrics="best" reads it.
+_BEST_REPORTED: dict[tuple[str, str, str], float] = {}
+
+
 class EveTrainable(tune.Trainable):
     """A Ray Tune trainable over :class:`~eve_search.engine.trial.Trial`, for any registered task.
 
@@ -1045,7 +1049,11 @@ class EveTrainable(tune.Trainable):
         data_dir: the task's data folder on the worker (None: its default data).
         owner: the sweep a checkpoint belongs to (a checkpoint of another sweep is refused).
         test_metrics: also report the task's metrics on the test split, as ``test`` (for a driver
-            that records the test score of the best configuration).
+            that records the test score of the best configuration): ``True`` with every result;
+            ``"best"`` only with the results that can be the search's best or its winner (a
+            validation score at least as good as every one this actor process has reported for the
+            same ``owner``, and every result at the last rung), which always includes the best one
+            whatever the order the actors finish in; ``False`` (default) never.
 
     The configuration's seeds come from ``config["trial_index"]`` when present (a sweep's
     configuration index; the key is not passed to the model), else from a hash of the configuration.
@@ -1065,8 +1073,11 @@ class EveTrainable(tune.Trainable):
     def setup(self, config: dict[str, Any], task: Task | str = "adult", optimizer: str = "eve",
               rungs: Sequence[int] = DEFAULT_RUNGS, seed: int = 0, cost_mode: str = "calibrated",
               backward_ratio: float | None = None, backward_ratios: dict[str, float] | None = None,
-              data_dir: str | None = None, owner: str = "", test_metrics: bool = False) -> None:
+              data_dir: str | None = None, owner: str = "", test_metrics: bool | str = False) -> None:
         from eve_search.tasks import get_task
+
+        if test_metrics not in (True, False, "best"):
+            raise ValueError(f"Invalid test_metrics: {test_metrics!r} (expected True, False or 'best')")
 
         self._task = get_task(task) if isinstance(task, str) else task
         self._settings = {"optimizer": optimizer, "seed": seed, "cost_mode": cost_mode, "owner": owner}
@@ -1074,7 +1085,7 @@ class EveTrainable(tune.Trainable):
         self._backward_ratio = backward_ratio
         self._backward_ratios = dict(backward_ratios or {})
         self._data_dir = data_dir
-        self._test_metrics = bool(test_metrics)
+        self._test_metrics = test_metrics
         self.trial = self._build(config)
 
     def _build(self, config: dict[str, Any]) -> Trial:
@@ -1098,10 +1109,26 @@ class EveTrainable(tune.Trainable):
         val = trial.evaluate("val")
         result: dict[str, Any] = {"eval_cost": trial.charged_units, "budget": trial.budget, **val, "val": val,
                                   "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
-        if self._test_metrics:
-            result["test"] = trial.evaluate("test")
         result["done"] = trial.budget >= self._rungs[-1]
+        if self._test_metrics is True or (self._test_metrics == "best" and self._may_be_best(val, result["done"])):
+            result["test"] = trial.evaluate("test")
         return result
+
+    def _may_be_best(self, val: dict[str, float], last: bool) -> bool:
+        """Whether this result could be the search's best (or its winner), as far as this process has
+        seen: a score at least as good as the best this process has reported for the same owner (ties
+        included: the tie-break is the driver's; NaN never), and every result at the last rung (the
+        winner is one of them, even where every score there is NaN)."""
+        score = self.trial.score(val)
+        if math.isnan(score):
+            return last
+        key = (self._settings["owner"], self._task.name, self._task.metric)
+        best = _BEST_REPORTED.get(key)
+        sign = 1.0 if self._task.mode == "max" else -1.0
+        if best is None or sign * score >= sign * best:
+            _BEST_REPORTED[key] = score
+            return True
+        return last
 
     def step(self) -> dict[str, Any]:
         later = [rung for rung in self._rungs if rung > self.trial.budget]

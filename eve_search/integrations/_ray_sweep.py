@@ -317,7 +317,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         tune.with_parameters(EveTrainable, task=sweep.task, optimizer=s.optimizer, rungs=s.rungs, seed=s.seed,
                              cost_mode=s.cost_mode, backward_ratios=dict(sweep.ratios),
                              data_dir=None if _data_dir(sweep) is None else str(_data_dir(sweep)),
-                             owner=store.sweep_id, test_metrics=True),
+                             owner=store.sweep_id, test_metrics="best"),
         {"cpu": cpus_per_trial})
     recorder = _recorder(sweep, s.rungs, progress, lambda: store.set("wall_seconds", sweep.elapsed()))
     root = os.fspath(storage_path) if storage_path is not None else str(store.checkpoint_dir.resolve())

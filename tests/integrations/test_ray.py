@@ -243,6 +243,32 @@ def test_local_and_ray_backends_agree(ray_address, tmp_path):
     assert ray_sweep.store.get("winner") == local_sweep.store.get("winner")
 
 
+def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_other(ray_address, tmp_path):
+    collect = Collect()
+    sweep_tuner(tmp_path, "best", collect=collect, test_metrics="best").fit()
+    results = [r for _, r in collect.results]
+    seen: dict[int, float] = {}  # the best accuracy each actor process reported so far
+    for result in results:
+        best = seen.get(result["pid"])
+        expected = best is None or result["accuracy"] >= best or result["done"]
+        assert ("test" in result) == expected, result
+        seen[result["pid"]] = result["accuracy"] if best is None else max(best, result["accuracy"])
+    top = max(r["accuracy"] for r in results)
+    assert all("test" in r for r in results if r["accuracy"] == top or r["done"])
+    assert sum("test" not in r for r in results) >= 3  # most results skip the test split
+    index, first = next((i, r) for i, r in collect.results if "test" in r)
+    straight = Trial(RAY_TINY, CONFIGS[index], "eve", seed=0, index=index, backward_ratio=2.0)
+    straight.train_to(first["budget"])
+    test = straight.evaluate("test")  # the same weights' test metrics
+    assert first["test"]["accuracy"] == test["accuracy"] and first["test"]["loss"] == pytest.approx(test["loss"])
+
+
+def test_test_metrics_takes_true_false_or_best():
+    trainable = EveTrainable.__new__(EveTrainable)
+    with pytest.raises(ValueError, match=r"Invalid test_metrics: 'always' \(expected True, False or 'best'\)"):
+        trainable.setup(CONFIGS[0], task=RAY_TINY, test_metrics="always")
+
+
 def test_a_sweep_on_a_multi_node_cluster(uninterrupted, ray_address, tmp_path):
     from ray.cluster_utils import Cluster
 
