@@ -4,10 +4,13 @@ glibc serves a request above its mmap threshold (128 KiB at first) with fresh pa
 gives them back when the block is freed; it raises that threshold once it sees such a block freed, but
 a request of the same size still lands on fresh pages, and freed memory at the top of the heap is handed
 back to the kernel whenever it exceeds twice the threshold. A validation pass of the Adult MLP allocates
-two 3,256 x 256 activations (3.3 MB each) and frees them again: every pass faulted in about 2,000 fresh
-zeroed pages (8 MB), and took 6.8-7.5 ms instead of 4.4 ms (median of 250 passes between training steps,
-2026-11-26, this 2-core VM; ``ru_minflt`` 2,020-2,370 per pass against 15-18 with the settings below).
-Training steps (batch 256, 256 KB activations) were not affected either way.
+two 3,256 x 256 activations (3.3 MB each) and frees them again. How often that lands on fresh zeroed
+pages depends on where the heap happens to end (in a fresh process, three runs of six faulted in none),
+but in a process that trains between passes it was most of the time: 2,020-2,370 minor faults per pass
+on average against 15-18 with the settings below, and 6.8-7.5 ms per pass against 4.4 ms (median of 250
+passes between training steps, 2026-11-26, this 2-core VM, load 0.7). In a whole 480-configuration
+sweep: 1.05-1.16 million faults against 0.26-0.33 million. Training steps (batch 256, 256 KB
+activations) were not affected either way.
 
 :func:`configure_malloc` fixes the threshold at 32 MiB (the most glibc's own rule would ever raise it
 to) and the trim threshold at 64 MiB (twice that, glibc's own ratio), so blocks up to 32 MiB come from

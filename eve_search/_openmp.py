@@ -117,7 +117,7 @@ def child_environment() -> Iterator[str | None]:
     is as it was. Processes started inside the block inherit them. Yields the OpenMP policy."""
     from eve_search._malloc import child_variables
 
-    added = {name: value for name, value in child_variables().items() if name not in os.environ}
+    added = child_variables()  # (empty where the environment already holds a malloc setting)
     if "OMP_WAIT_POLICY" in os.environ:
         chosen = os.environ["OMP_WAIT_POLICY"]
     else:
