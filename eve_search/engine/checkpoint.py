@@ -1,39 +1,64 @@
 """The one checkpoint format: a dict of tensors and plain values, written atomically, read safely.
 
-Writing goes through :func:`save_atomically` (a killed process leaves the old file or the new one,
-never half of one). Reading goes through :func:`load_state`, which uses
+A checkpoint is one file: a 16-byte signature (:data:`SIGNATURE`), the length of a JSON header, the
+header, then every tensor's raw bytes, each starting on a 64-byte boundary. The header holds the
+state's structure with its plain values (``None``, booleans, integers, floats including NaN and the
+infinities, strings, lists, tuples, dicts with any of those as keys) and, per tensor, its dtype,
+shape and offset. Writing is one copy of each tensor (:func:`state_bytes`), reading one copy back
+(:func:`load_state`): no pickling, no compression, no per-record checksums, so it costs a fraction of
+``torch.save``/``torch.load`` (``eve-search bench sweep --overhead`` shows the parts). Nothing in
+the format can name code, so reading one never executes any. The header is checked before any
+tensor is made: every dtype is a known one, every shape is whole and non-negative, every tensor lies
+inside the file and the file ends where the header says it does.
+
+Checkpoints of eve-search 0.2.0 and earlier (``torch.save`` zip files) are still read, through
 ``torch.load(..., weights_only=True)``: PyTorch's restricted unpickler accepts tensors, numbers,
-strings and containers and refuses anything that would import or call code, so a crafted file in
-a work directory cannot run code. A file that is corrupt, truncated, unsafe or not a checkpoint
-gives :class:`CheckpointError`, one line that names the file.
+strings and containers and refuses anything that would import or call code.
+
+Writing goes through :func:`save_atomically` (a killed process leaves the old file or the new one,
+never half of one). A file that is corrupt, truncated, unsafe or not a checkpoint gives
+:class:`CheckpointError`, one line that names the file.
 
 Example:
-    >>> import io, torch
-    >>> buffer = io.BytesIO()
-    >>> torch.save({"format": "eve-search-trial", "weights": torch.ones(2)}, buffer)
-    >>> load_state(buffer.getvalue())["weights"]
-    tensor([1., 1.])
+    >>> import torch
+    >>> content = state_bytes({"format": "eve-search-trial/1", "weights": torch.ones(2), "step": (3, None)})
+    >>> content[:16] == SIGNATURE
+    True
+    >>> load_state(content)
+    {'format': 'eve-search-trial/1', 'weights': tensor([1., 1.]), 'step': (3, None)}
     >>> load_state(b"not a checkpoint")
     Traceback (most recent call last):
     ...
-    eve_search.engine.checkpoint.CheckpointError: checkpoint <bytes>: unreadable (not a PyTorch checkpoint, or corrupt or truncated)
+    eve_search.engine.checkpoint.CheckpointError: checkpoint <bytes>: unreadable (not an eve-search checkpoint, or corrupt or truncated)
 """
 
 from __future__ import annotations
 
 import io
+import json
+import math
 import os
 import pickle
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["FORMAT", "CheckpointError", "load_state", "remove_checkpoint", "save_atomically", "state_bytes"]
+__all__ = ["FORMAT", "SIGNATURE", "CheckpointError", "load_state", "remove_checkpoint", "save_atomically",
+           "state_bytes"]
 
-FORMAT = "eve-search-trial/1"
+FORMAT = "eve-search-trial/1"  # what a trial state holds (see Trial.state_dict); the file layout is below
+SIGNATURE = b"eve-search/ckpt1"  # the first 16 bytes of every checkpoint file
+_ALIGN = 64  # every tensor's bytes start on a multiple of this, counted from the file's start
+_LENGTH = 8  # bytes of the header's length (little-endian), after the signature
+_ZIP = b"PK\x03\x04"  # a checkpoint of eve-search 0.2.0 and earlier (torch.save)
+_DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in (
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
 
 
 class CheckpointError(ValueError):
@@ -41,22 +66,147 @@ class CheckpointError(ValueError):
 
 
 def state_bytes(state: dict[str, Any]) -> bytes:
-    """``state`` serialized in the checkpoint format (``torch.save`` into memory).
+    """``state`` serialized in the checkpoint format (see the module docstring).
 
     Args:
-        state: tensors and plain values (what ``Trial.state_dict()`` returns).
+        state: tensors and plain values (what ``Trial.state_dict()`` returns): ``None``, booleans,
+            integers, floats, strings, and lists, tuples and dicts of them; tensors are saved dense
+            and on the CPU, each with its own elements only (a view does not bring its base along).
 
     Returns:
-        The bytes :func:`save_atomically` writes and :func:`load_state` reads.
+        The bytes :func:`save_atomically` writes and :func:`load_state` reads. A value of another
+        type raises TypeError naming where it is.
 
     Example:
         >>> import torch
         >>> load_state(state_bytes({"step": 3, "weights": torch.zeros(2)}))["step"]
         3
+        >>> state_bytes({"when": object()})  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        TypeError: cannot be saved in a checkpoint: state['when'] is a object ...
     """
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
+    tensors: list[torch.Tensor] = []
+    tree = _encode(state, tensors, "state")
+    table, pieces, offset = [], [], 0
+    for tensor in tensors:
+        flat = tensor.detach().to("cpu").resolve_conj().resolve_neg().contiguous().reshape(-1)
+        raw = flat.view(torch.uint8).numpy() if flat.numel() else np.empty(0, np.uint8)
+        table.append([str(tensor.dtype).removeprefix("torch."), list(tensor.shape), offset])
+        pieces.append(memoryview(raw))
+        padding = -raw.nbytes % _ALIGN
+        if padding:
+            pieces.append(bytes(padding))
+        offset += raw.nbytes + padding
+    header = json.dumps({"state": tree, "tensors": table, "size": offset}, separators=(",", ":"),
+                        ensure_ascii=True).encode("ascii")
+    head = SIGNATURE + len(header).to_bytes(_LENGTH, "little") + header
+    return b"".join([head, bytes(-len(head) % _ALIGN), *pieces])
+
+
+def _encode(value: Any, tensors: list[torch.Tensor], where: str) -> Any:
+    """The header's image of ``value``: every JSON object is tagged (T: a tensor's number, D: a dict
+    of string keys, K: a dict of other keys as [key, value] pairs, U: a tuple), lists and plain
+    values are themselves."""
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided or value.dtype not in _DTYPES.values():
+            raise TypeError(f"cannot be saved in a checkpoint: {where} is a {value.layout} tensor of {value.dtype} "
+                            f"(expected a dense tensor of one of {', '.join(_DTYPES)})")
+        tensors.append(value)
+        return {"T": len(tensors) - 1}
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if type(value) in (int, float):
+        return value
+    if isinstance(value, dict):
+        if any(isinstance(key, torch.Tensor) for key in value):
+            raise TypeError(f"cannot be saved in a checkpoint: {where} has a tensor as a key (expected None, a bool, "
+                            "int, float, str or tuple as keys)")
+        if all(type(key) is str for key in value):
+            return {"D": {key: _encode(item, tensors, f"{where}[{key!r}]") for key, item in value.items()}}
+        return {"K": [[_encode(key, tensors, f"a key of {where}"), _encode(item, tensors, f"{where}[{key!r}]")]
+                      for key, item in value.items()]}
+    if type(value) is tuple:
+        return {"U": [_encode(item, tensors, f"{where}[{k}]") for k, item in enumerate(value)]}
+    if type(value) is list:
+        return [_encode(item, tensors, f"{where}[{k}]") for k, item in enumerate(value)]
+    raise TypeError(f"cannot be saved in a checkpoint: {where} is a {type(value).__name__} (expected a tensor, "
+                    "None, a bool, int, float or str, or a list, tuple or dict of them)")
+
+
+class _Unreadable(Exception):
+    """The bytes are not a well-formed checkpoint of this format."""
+
+
+class _NotAFile(Exception):
+    """The path names a FIFO, a device or a socket, not a regular file."""
+
+
+def _decode_state(content: bytes | memoryview) -> Any:
+    """The state in ``content`` (a checkpoint of this format), every tensor a fresh copy of its bytes;
+    _Unreadable when anything about it does not hold."""
+    view = memoryview(content)
+    start = len(SIGNATURE) + _LENGTH
+    if len(view) < start or view[:len(SIGNATURE)] != SIGNATURE:
+        raise _Unreadable
+    length = int.from_bytes(view[len(SIGNATURE):start], "little")
+    if length > len(view) - start:
+        raise _Unreadable
+    header = json.loads(bytes(view[start:start + length]))
+    data = start + length + (-(start + length) % _ALIGN)
+    if not isinstance(header, dict) or not isinstance(header.get("tensors"), list):
+        raise _Unreadable
+    size = header.get("size")
+    if type(size) is not int or len(view) != data + size:
+        raise _Unreadable
+    tensors = [_tensor(view, entry, data, size) for entry in header["tensors"]]
+    return _decode(header.get("state"), tensors)
+
+
+def _tensor(view: memoryview, entry: Any, data: int, size: int) -> torch.Tensor:
+    if not (isinstance(entry, list) and len(entry) == 3):
+        raise _Unreadable
+    name, shape, offset = entry
+    dtype = _DTYPES.get(name) if isinstance(name, str) else None
+    if (dtype is None or not isinstance(shape, list) or len(shape) > 64
+            or not all(type(d) is int and 0 <= d for d in shape) or type(offset) is not int or offset < 0):
+        raise _Unreadable
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if offset + nbytes > size:  # (also bounds every dimension by the file's size, unless one is 0)
+        raise _Unreadable
+    if count == 0:
+        if any(d > size for d in shape):
+            raise _Unreadable
+        return torch.empty(shape, dtype=dtype)
+    out = torch.empty(count, dtype=dtype)
+    out.view(torch.uint8).numpy()[:] = np.frombuffer(view, np.uint8, nbytes, data + offset)
+    return out.reshape(shape)
+
+
+def _decode(node: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(node, list):
+        return [_decode(item, tensors) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if len(node) != 1:
+        raise _Unreadable
+    (tag, body), = node.items()
+    if tag == "T" and type(body) is int and 0 <= body < len(tensors):
+        return tensors[body]
+    if tag == "D" and isinstance(body, dict):
+        return {key: _decode(item, tensors) for key, item in body.items()}
+    if tag == "K" and isinstance(body, list) and all(isinstance(p, list) and len(p) == 2 for p in body):
+        out = {}
+        for key, item in body:
+            key = _decode(key, tensors)
+            if isinstance(key, (list, dict, torch.Tensor)):  # not a key a saved dict can have had
+                raise _Unreadable
+            out[key] = _decode(item, tensors)
+        return out
+    if tag == "U" and isinstance(body, list):
+        return tuple(_decode(item, tensors) for item in body)
+    raise _Unreadable
 
 
 def save_atomically(state: dict[str, Any] | bytes, path: str | os.PathLike) -> None:
@@ -146,14 +296,14 @@ def remove_checkpoint(path: str | os.PathLike) -> None:
 
 
 def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
-    """Read a checkpoint from a path or bytes without executing code (``weights_only=True``).
+    """Read a checkpoint from a path or bytes without executing code (see the module docstring).
 
     Args:
         source: the checkpoint file, or its bytes.
 
     Returns:
-        The saved dict, its tensors on the CPU. Raises CheckpointError (one line naming the file) when
-        it is missing, unreadable, unsafe or not a dict.
+        The saved dict, its tensors on the CPU, each one a fresh copy. Raises CheckpointError (one
+        line naming the file) when it is missing, not a regular file, unreadable, unsafe or not a dict.
 
     Example:
         >>> load_state(state_bytes({"position": 5}))
@@ -166,11 +316,16 @@ def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
     name = "<bytes>" if isinstance(source, bytes) else str(source)
     advice = "" if isinstance(source, bytes) else ("; delete it, then run again with --resume: the trial is "
                                                    "retrained exactly")
+    unreadable = CheckpointError(f"checkpoint {name}: unreadable (not an eve-search checkpoint, or corrupt or "
+                                 f"truncated){advice}")
     try:
-        if isinstance(source, bytes):
-            state = torch.load(io.BytesIO(source), map_location="cpu", weights_only=True)
+        content = source if isinstance(source, bytes) else _read(source)
+        if content[:len(SIGNATURE)] == SIGNATURE:
+            state = _decode_state(content)
+        elif content[:len(_ZIP)] == _ZIP:
+            state = torch.load(io.BytesIO(content), map_location="cpu", weights_only=True)
         else:
-            state = torch.load(source, map_location="cpu", weights_only=True)
+            raise unreadable
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint {name}: no such file") from None
     except IsADirectoryError:
@@ -183,11 +338,27 @@ def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
             # The restricted unpickler refuses globals it does not allow: a file that could run code.
             raise CheckpointError(f"checkpoint {name}: refused: it holds objects other than tensors and plain "
                                   f"values, which are never loaded (they could run code){advice}") from None
-        raise CheckpointError(f"checkpoint {name}: unreadable (not a PyTorch checkpoint, or corrupt or "
-                              f"truncated){advice}") from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError, AttributeError, TypeError):
-        raise CheckpointError(f"checkpoint {name}: unreadable (not a PyTorch checkpoint, or corrupt or "
-                              f"truncated){advice}") from None
+        raise unreadable from None
+    except _NotAFile:
+        raise CheckpointError(f"checkpoint {name}: is not a regular file (a FIFO, device or socket; {_MOVE_AWAY})"
+                              ) from None
+    except CheckpointError:
+        raise
+    except (_Unreadable, RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError, KeyError, AttributeError,
+            TypeError, MemoryError):
+        raise unreadable from None
     if not isinstance(state, dict):
         raise CheckpointError(f"checkpoint {name}: holds a {type(state).__name__}, not a trial state")
     return state
+
+
+def _read(path: str | os.PathLike) -> bytes:
+    """The whole of a checkpoint file; OSError for one that is not a regular file (a FIFO or a device
+    would block or never end), opened without waiting for a FIFO's writer."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _NotAFile
+        return handle.read()

@@ -109,8 +109,8 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor],
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(f"Invalid bounds: entry {index} is {pair!r} (expected a (lower, upper) pair)")
         low, high = _as_bound(pair[0], p, "lower", index), _as_bound(pair[1], p, "upper", index)
-        bad = ~(low < high).expand(p.numel())
-        if bool(bad.any()):
+        if not bool((low < high).all()):  # (NaN bounds fail too)
+            bad = ~(low < high).expand(p.numel())
             k = int(bad.nonzero()[0])
             first_low, first_high = low.expand(p.numel())[k], high.expand(p.numel())[k]
             raise ValueError(f"Invalid bounds: lower {float(first_low)} >= upper {float(first_high)} at element {k} "
@@ -292,13 +292,16 @@ class EvE(torch.optim.Optimizer):
         anchor_z = None
         if init == "proximity" and anchor == "weights":
             anchor_z = torch.empty_like(self._flat)
-            outside = _unit_anchor(self._split(self._flat), self._split(anchor_z), lower, upper)
+            outside = _unit_anchor(self._flat, anchor_z, lower, upper, [p.numel() for p in params])
             if outside:
                 warnings.warn(f"{outside} of {self._flat.numel()} weights lie outside EvE's bounds and were "
                               "clamped into them for the population; pass bounds= to keep them", stacklevel=2)
         self._init_generator, step_generator = make_generators(seed, self._flat.device)
-        z = initial_population(init, population_size, self._flat.numel(), self._init_generator,
-                               sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype, device=self._flat.device)
+        # The initial population is drawn when first needed (the first step, state_dict(), .population):
+        # a trial about to load a saved state never draws one it would overwrite. The draw is the same
+        # either way (nothing else uses the initialization generator before it).
+        z = torch.empty(population_size, self._flat.numel(), dtype=self._flat.dtype, device=self._flat.device)
+        self._undrawn: tuple[str, torch.Tensor | None, float] | None = (init, anchor_z, sigma)
         trainable = set(map(id, params))
         groups = [sum(p.numel() for p in group["params"] if id(p) in trainable) for group in self.param_groups]
         self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat,
@@ -337,9 +340,21 @@ class EvE(torch.optim.Optimizer):
         population.to_real(population.z[population.best_index], out=self._flat)
         self._holds = "best"
 
+    def _draw_initial_population(self) -> None:
+        """Draw the initial population (Algorithm 1, line 1) unless it is drawn or loaded already."""
+        if self._undrawn is None:
+            return
+        init, anchor_z, sigma = self._undrawn
+        population = self._population
+        population.z.copy_(initial_population(init, population.size, self._flat.numel(), self._init_generator,
+                                              sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype,
+                                              device=self._flat.device))
+        self._undrawn = None
+
     @property
     def population(self) -> Population:
         """The live population (slots in unit-cube coordinates, their values, moments)."""
+        self._draw_initial_population()
         return self._population
 
     @property
@@ -421,7 +436,7 @@ class EvE(torch.optim.Optimizer):
         """Initialize the population afresh around the module's current weights (proximity, Equation 1)."""
         population = self._population
         anchor = population.scratch
-        outside = _unit_anchor(self._split(self._flat), self._split(anchor), self._lower, self._upper)
+        outside = _unit_anchor(self._flat, anchor, self._lower, self._upper, [p.numel() for p in self._params])
         z = initial_population("proximity", population.size, anchor.numel(), self._init_generator,
                                sigma=self._hyper.sigma, anchor=anchor, dtype=anchor.dtype, device=anchor.device)
         population.restart(z)
@@ -454,6 +469,7 @@ class EvE(torch.optim.Optimizer):
                             "opt.step(lambda: loss_fn(model(x), y)) (like torch.optim.LBFGS, but without "
                             "zero_grad() or backward(): EvE computes the gradients it needs)")
         self._sync_hyperparameters()
+        self._draw_initial_population()
         self._check_weights()
         evaluator = _ModuleEvaluator(self, closure)
         try:
@@ -471,6 +487,7 @@ class EvE(torch.optim.Optimizer):
     def state_dict(self) -> dict[str, Any]:
         # "weights_changed": the module's weights were changed outside step() since the last step, so
         # the next step re-anchors around them; a resumed run (model loaded with this state) does too.
+        self._draw_initial_population()
         self.state["eve"] = {**self._population.state_dict(),
                              "init_generator": self._init_generator.get_state(),
                              "holds": self._holds,
@@ -486,6 +503,7 @@ class EvE(torch.optim.Optimizer):
         super().load_state_dict(state_dict)
         saved = self.state["eve"]
         self._population.load_state_dict(saved)
+        self._undrawn = None  # the saved population, drawn with the generator state restored below
         self._init_generator.set_state(saved["init_generator"])
         self._reanchors = int(saved.get("reanchors", 0))
         holds = saved.get("holds")
@@ -501,14 +519,14 @@ class EvE(torch.optim.Optimizer):
             self._load_best()
 
 
-def _unit_anchor(weights: list[torch.Tensor], out: list[torch.Tensor], lower: list[torch.Tensor],
-                 upper: list[torch.Tensor]) -> int:
-    """Map the weights into the unit cube (per tensor) into ``out``, clamped; return how many lay outside."""
-    for x, z_part, low, high in zip(weights, out, lower, upper):
-        torch.sub(x, low, out=z_part).div_(high - low)
-    outside = sum(int(((z < 0) | (z > 1)).sum()) for z in out)
-    for z in out:
-        z.clamp_(0.0, 1.0)
+def _unit_anchor(weights: torch.Tensor, out: torch.Tensor, lower: list[torch.Tensor], upper: list[torch.Tensor],
+                 sizes: list[int]) -> int:
+    """Map the flat weights into the unit cube (per tensor of ``sizes`` values) into ``out``, clamped;
+    return how many lay outside."""
+    for x, z, low, high in zip(weights.split(sizes), out.split(sizes), lower, upper):
+        torch.sub(x, low, out=z).div_(high - low)
+    outside = int(torch.logical_or(out < 0, out > 1).sum())
+    out.clamp_(0.0, 1.0)
     return outside
 
 

@@ -391,7 +391,7 @@ def test_loading_a_bad_checkpoint_names_the_file_and_what_to_do(tmp_path):
     folder = tmp_path / "folder.pt"
     folder.mkdir()
     for path, message in [(crafted, "refused: it holds objects other than tensors"),
-                          (garbage, "unreadable (not a PyTorch checkpoint"), (folder, "is a directory")]:
+                          (garbage, "unreadable (not an eve-search checkpoint"), (folder, "is a directory")]:
         with pytest.raises(CheckpointError) as error:
             load_state(path)
         text = str(error.value)

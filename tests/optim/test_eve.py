@@ -107,6 +107,33 @@ def test_state_dict_save_load_continue_equals_never_stopping_bit_for_bit():
     assert opt_a.meter.backward_passes == opt_b.meter.backward_passes
 
 
+def test_a_state_loaded_before_the_first_step_gives_the_trajectory_of_the_eve_that_saved_it():
+    # The initial population is drawn at its first use; whether that is the first step, a state_dict()
+    # or reading .population, and whether a saved state replaces it first, the run is the same.
+    x, y = regression()
+    runs = []
+    for how in ("step", "state_dict", "population", "loaded"):
+        model = small_model()
+        opt = EvE(model.parameters(), lr=1e-2, seed=5)
+        if how == "state_dict":
+            opt.state_dict()
+        elif how == "population":
+            assert opt.population.z.shape == (4, sum(p.numel() for p in model.parameters()))
+        elif how == "loaded":
+            fresh_model = small_model()
+            fresh = EvE(fresh_model.parameters(), lr=1e-2, seed=5)
+            saved = {"model": fresh_model.state_dict(), "opt": fresh.state_dict()}
+            model = small_model(seed=99)
+            opt = EvE(model.parameters(), lr=1e-2, seed=123)
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["opt"])
+        _train(model, opt, x, y, 15, batch_seed=1)
+        runs.append((opt.population.z.clone(), list(opt.population.values),
+                     torch.cat([p.detach().flatten() for p in model.parameters()])))
+    for z, values, weights in runs[1:]:
+        assert torch.equal(z, runs[0][0]) and values == runs[0][1] and torch.equal(weights, runs[0][2])
+
+
 _SCRIPT = """
 import json, sys, torch
 sys.path.insert(0, {tests!r})
