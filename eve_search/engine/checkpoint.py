@@ -3,13 +3,16 @@
 A checkpoint is one file: a 16-byte signature (:data:`SIGNATURE`), the length of a JSON header, the
 header, then every tensor's raw bytes, each starting on a 64-byte boundary. The header holds the
 state's structure with its plain values (``None``, booleans, integers, floats including NaN and the
-infinities, strings, lists, tuples, dicts with any of those as keys) and, per tensor, its dtype,
-shape and offset. Writing is one copy of each tensor (:func:`state_bytes`), reading one copy back
-(:func:`load_state`): no pickling, no compression, no per-record checksums, so it costs a fraction of
-``torch.save``/``torch.load`` (``eve-search bench sweep --overhead`` shows the parts). Nothing in
-the format can name code, so reading one never executes any. The header is checked before any
-tensor is made: every dtype is a known one, every shape is whole and non-negative, every tensor lies
-inside the file and the file ends where the header says it does.
+infinities, strings, lists, tuples, dicts with any of those as keys), per tensor its dtype, shape
+and offset, and the byte order of the machine that wrote it (a file from a machine of the other
+order is refused, in one line). Writing is one copy of each tensor (:func:`state_bytes`), reading
+one copy back (:func:`load_state`): no pickling, no compression, no checksums, so it costs a
+fraction of ``torch.save``/``torch.load`` (searches/README.md has the figures). Nothing in the format
+can name code, so reading one never executes any. The header is checked before any tensor is made:
+every dtype is a known one, every shape is whole and non-negative, every tensor lies inside the file
+and the file ends where the header says it does. A changed byte inside a tensor's data is not
+detected (``torch.load`` does not check its zip checksums either); the write is atomic, so a crash
+leaves the old file or the new one.
 
 Checkpoints of eve-search 0.2.0 and earlier (``torch.save`` zip files) are still read, through
 ``torch.load(..., weights_only=True)``: PyTorch's restricted unpickler accepts tensors, numbers,
@@ -40,6 +43,7 @@ import math
 import os
 import pickle
 import stat
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -98,7 +102,8 @@ def state_bytes(state: dict[str, Any]) -> bytes:
         if padding:
             pieces.append(bytes(padding))
         offset += raw.nbytes + padding
-    header = json.dumps({"state": tree, "tensors": table, "size": offset}, separators=(",", ":"),
+    header = json.dumps({"state": tree, "tensors": table, "size": offset, "byteorder": sys.byteorder},
+                        separators=(",", ":"),
                         ensure_ascii=True).encode("ascii")
     head = SIGNATURE + len(header).to_bytes(_LENGTH, "little") + header
     return b"".join([head, bytes(-len(head) % _ALIGN), *pieces])
@@ -138,6 +143,10 @@ class _Unreadable(Exception):
     """The bytes are not a well-formed checkpoint of this format."""
 
 
+class _ForeignByteOrder(Exception):
+    """The tensors' bytes were written on a machine of another byte order."""
+
+
 class _NotAFile(Exception):
     """The path names a FIFO, a device or a socket, not a regular file."""
 
@@ -159,6 +168,8 @@ def _decode_state(content: bytes | memoryview) -> Any:
     size = header.get("size")
     if type(size) is not int or len(view) != data + size:
         raise _Unreadable
+    if header.get("byteorder") != sys.byteorder:
+        raise _ForeignByteOrder(header.get("byteorder"))
     tensors = [_tensor(view, entry, data, size) for entry in header["tensors"]]
     return _decode(header.get("state"), tensors)
 
@@ -339,6 +350,9 @@ def load_state(source: str | os.PathLike | bytes) -> dict[str, Any]:
             raise CheckpointError(f"checkpoint {name}: refused: it holds objects other than tensors and plain "
                                   f"values, which are never loaded (they could run code){advice}") from None
         raise unreadable from None
+    except _ForeignByteOrder as error:
+        raise CheckpointError(f"checkpoint {name}: written on a machine of byte order {error.args[0]!r}, not this "
+                              f"one's {sys.byteorder!r}{advice}") from None
     except _NotAFile:
         raise CheckpointError(f"checkpoint {name}: is not a regular file (a FIFO, device or socket; {_MOVE_AWAY})"
                               ) from None

@@ -2,7 +2,7 @@
 
 Each configuration is one Optuna trial (user attribute ``config_index``); each rung of a configuration
 is one work item. Between work items a trial is **WAITING**, its whole state in a checkpoint file
-(:meth:`eve_search.engine.trial.Trial.save`, atomic; loaded with ``weights_only=True``). A worker claims a
+(:meth:`eve_search.engine.trial.Trial.save`, atomic; read without executing code). A worker claims a
 waiting trial with the storage's atomic WAITING -> RUNNING transition (the one ``study.ask()`` uses
 to pop queued trials), records heartbeats for it while it trains, trains it to the rung's budget
 (resumed from its checkpoint, never restarted), saves the checkpoint, writes the rung's details

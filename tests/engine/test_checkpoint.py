@@ -9,6 +9,7 @@ import io
 import json
 import math
 import os
+import sys
 import threading
 
 import pytest
@@ -78,7 +79,8 @@ def test_the_layout_is_the_documented_one():
     assert content[:16] == SIGNATURE
     length = int.from_bytes(content[16:24], "little")
     header = json.loads(content[24:24 + length])
-    assert header == {"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [3], 0]], "size": 64}
+    assert header == {"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [3], 0]], "size": 64,
+                      "byteorder": sys.byteorder}
     data = 24 + length + (-(24 + length) % 64)
     assert content[data:data + 12] == torch.ones(3).numpy().tobytes() and len(content) == data + 64
 
@@ -147,6 +149,8 @@ def test_damaged_checkpoints_load_or_give_one_line(data):
 
 
 def crafted(header: object, data: bytes = b"", length: int | None = None) -> bytes:
+    if isinstance(header, dict):
+        header = {**header, "byteorder": header.get("byteorder", sys.byteorder)}
     raw = json.dumps(header).encode()
     head = SIGNATURE + (len(raw) if length is None else length).to_bytes(8, "little") + raw
     return head + bytes(-len(head) % 64) + data
@@ -175,6 +179,18 @@ def crafted(header: object, data: bytes = b"", length: int | None = None) -> byt
 def test_crafted_headers_are_refused_before_anything_is_allocated(content):
     with pytest.raises(CheckpointError, match=r"^checkpoint <bytes>: unreadable \(not an eve-search checkpoint"):
         load_state(content)
+
+
+def test_a_checkpoint_from_a_machine_of_the_other_byte_order_is_refused_in_one_line(tmp_path):
+    other = "big" if sys.byteorder == "little" else "little"
+    path = tmp_path / "trial-0000.pt"
+    path.write_bytes(crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [2], 0]], "size": 64,
+                              "byteorder": other}, bytes(64)))
+    with pytest.raises(CheckpointError, match=f"^checkpoint {path}: written on a machine of byte order '{other}', "
+                                              f"not this one's '{sys.byteorder}'; delete it, then run again with "
+                                              "--resume") as error:
+        load_state(path)
+    assert "\n" not in str(error.value)
 
 
 def test_a_fifo_or_device_in_a_checkpoints_place_is_one_line_without_waiting(tmp_path):
