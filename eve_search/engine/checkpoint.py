@@ -180,16 +180,14 @@ def _tensor(view: memoryview, entry: Any, data: int, size: int) -> torch.Tensor:
     name, shape, offset = entry
     dtype = _DTYPES.get(name) if isinstance(name, str) else None
     if (dtype is None or not isinstance(shape, list) or len(shape) > 64
-            or not all(type(d) is int and 0 <= d for d in shape) or type(offset) is not int or offset < 0):
+            or not all(type(d) is int and 0 <= d < 2**62 for d in shape) or type(offset) is not int or offset < 0):
         raise _Unreadable
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
-    if offset + nbytes > size:  # (also bounds every dimension by the file's size, unless one is 0)
+    if offset + nbytes > size:  # nothing is allocated that the file does not hold
         raise _Unreadable
     if count == 0:
-        if any(d > size for d in shape):
-            raise _Unreadable
-        return torch.empty(shape, dtype=dtype)
+        return torch.empty(shape, dtype=dtype)  # (RuntimeError where its strides would overflow)
     out = torch.empty(count, dtype=dtype)
     out.view(torch.uint8).numpy()[:] = np.frombuffer(view, np.uint8, nbytes, data + offset)
     return out.reshape(shape)

@@ -64,6 +64,11 @@ def test_every_kind_of_value_comes_back_exactly():
     assert same(loaded["view"], torch.tensor([[6.0, 8.0, 10.0], [12.0, 14.0, 16.0]]))
 
 
+def test_a_state_whose_only_tensors_are_empty_comes_back():
+    state = {"empty": torch.zeros(0, 5), "none": torch.zeros(3, 0, 2**40, dtype=torch.int64)}
+    assert same(load_state(state_bytes(state)), state)
+
+
 def test_a_view_saves_its_own_elements_only_and_loaded_tensors_are_fresh_writable_copies():
     big = torch.zeros(1_000_000)
     content = state_bytes({"head": big[:4]})
@@ -159,6 +164,7 @@ def crafted(header: object, data: bytes = b"", length: int | None = None) -> byt
 @pytest.mark.parametrize("content", [
     crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [10**12], 0]], "size": 64}, bytes(64)),
     crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [0, 10**30], 0]], "size": 0}),
+    crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [0, 2**61, 2**61, 2**61], 0]], "size": 0}),
     crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [2], -8]], "size": 64}, bytes(64)),
     crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [-2], 0]], "size": 64}, bytes(64)),
     crafted({"state": {"D": {"w": {"T": 0}}}, "tensors": [["float32", [2.5], 0]], "size": 64}, bytes(64)),

@@ -4,6 +4,7 @@ import gc
 import weakref
 
 import pytest
+import torch
 
 from eve_search.engine.checkpoint import save_atomically
 from eve_search.engine.sha import SynchronousSuccessiveHalving, trial_bytes
@@ -199,6 +200,27 @@ def test_only_promoted_trials_are_checkpointed_and_results_equal_checkpointing_e
     assert store.saved == [*every[0].promoted, *every[1].promoted]
     assert sorted(p.name for p in (tmp_path / "promoted").glob("trial-*.pt")) == \
         [f"trial-{every[2].trials[0]:04d}.pt"]
+
+
+def test_checkpoints_are_serialized_on_one_thread_and_the_threads_are_given_back(tmp_path, monkeypatch):
+    threads = []
+    to_bytes = Trial.to_bytes
+    monkeypatch.setattr(Trial, "to_bytes", lambda self: threads.append(torch.get_num_threads()) or to_bytes(self))
+    original = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        reports = engine(DeferringStore(tmp_path / "deferred")).run()
+        assert threads and set(threads) == {1} and torch.get_num_threads() == 2
+        threads.clear()
+        engine(FolderStore(tmp_path / "every"), keep_bytes=0).run()
+        assert len(threads) == sum(len(r.trials) for r in reports) and set(threads) == {1}
+        assert torch.get_num_threads() == 2
+        monkeypatch.setattr(Trial, "to_bytes", lambda self: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            engine(FolderStore(tmp_path / "failing"), keep_bytes=0).run()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(original)
 
 
 def test_trials_that_do_not_fit_in_memory_are_checkpointed_with_their_result(tmp_path):
