@@ -289,19 +289,19 @@ class EvE(torch.optim.Optimizer):
         self._views = self._rebind(self._flat)
         self._pointers = [p.data_ptr() for p in params]
 
-        anchor_z = None
-        if init == "proximity" and anchor == "weights":
-            anchor_z = torch.empty_like(self._flat)
-            outside = _unit_anchor(self._flat, anchor_z, lower, upper, [p.numel() for p in params])
+        # The initial population is drawn when first needed (the first step, state_dict(), .population):
+        # a trial about to load a saved state never draws one it would overwrite. The draw is the same
+        # either way (nothing else uses the initialization generator before it). Until then slot 0
+        # holds the anchor's image (which the draw keeps there, Equation 1), and nothing else is held.
+        z = torch.empty(population_size, self._flat.numel(), dtype=self._flat.dtype, device=self._flat.device)
+        anchored = init == "proximity" and anchor == "weights"
+        if anchored:
+            outside = _unit_anchor(self._flat, z[0], lower, upper, [p.numel() for p in params])
             if outside:
                 warnings.warn(f"{outside} of {self._flat.numel()} weights lie outside EvE's bounds and were "
                               "clamped into them for the population; pass bounds= to keep them", stacklevel=2)
         self._init_generator, step_generator = make_generators(seed, self._flat.device)
-        # The initial population is drawn when first needed (the first step, state_dict(), .population):
-        # a trial about to load a saved state never draws one it would overwrite. The draw is the same
-        # either way (nothing else uses the initialization generator before it).
-        z = torch.empty(population_size, self._flat.numel(), dtype=self._flat.dtype, device=self._flat.device)
-        self._undrawn: tuple[str, torch.Tensor | None, float] | None = (init, anchor_z, sigma)
+        self._undrawn: tuple[str, bool, float] | None = (init, anchored, sigma)
         trainable = set(map(id, params))
         groups = [sum(p.numel() for p in group["params"] if id(p) in trainable) for group in self.param_groups]
         self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat,
@@ -311,7 +311,7 @@ class EvE(torch.optim.Optimizer):
         # The fallback's gradients go into the child's buffer (free during a burst; see Population.scratch).
         self._grad_views = [g.view_as(p) for g, p in zip(self._split(self._population.scratch), params)]
         # The module keeps its exact weights until the first step writes the best member into it.
-        self._initial_holds = "anchor" if anchor_z is not None else "free"
+        self._initial_holds = "anchor" if anchored else "free"
         self._holds = self._initial_holds
         self._reanchors = 0
         self._last_reanchor = -2
@@ -344,11 +344,11 @@ class EvE(torch.optim.Optimizer):
         """Draw the initial population (Algorithm 1, line 1) unless it is drawn or loaded already."""
         if self._undrawn is None:
             return
-        init, anchor_z, sigma = self._undrawn
+        init, anchored, sigma = self._undrawn
         population = self._population
         population.z.copy_(initial_population(init, population.size, self._flat.numel(), self._init_generator,
-                                              sigma=sigma, anchor=anchor_z, dtype=self._flat.dtype,
-                                              device=self._flat.device))
+                                              sigma=sigma, anchor=population.z[0] if anchored else None,
+                                              dtype=self._flat.dtype, device=self._flat.device))
         self._undrawn = None
 
     @property
