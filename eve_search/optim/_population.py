@@ -359,13 +359,23 @@ class Population:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if tuple(state["z"].shape) != tuple(self.z.shape):
-            raise ValueError(f"population shape {tuple(state['z'].shape)} does not match this "
-                             f"optimizer's {tuple(self.z.shape)}")
+        """Continue from ``state``; ValueError (naming the entry) when any entry does not fit this
+        population, checked before anything is changed (``copy_`` would broadcast a smaller tensor)."""
+        expected = {"z": tuple(self.z.shape), "exp_avg": tuple(self.z.shape), "exp_avg_sq": tuple(self.z.shape),
+                    "adam_steps": (self.size,)}
+        for key, shape in expected.items():
+            value = state[key]
+            found = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            if found != shape:
+                raise ValueError(f"population {key} of shape {found} does not match this optimizer's {shape}")
+        values = [float(v) for v in state["values"]]
+        if len(values) != self.size:
+            raise ValueError(f"population values: {len(values)} values for {self.size} slots")
+        scored, iteration = bool(state["scored"]), int(state["iteration"])
+        torch.Generator().set_state(state["step_generator"])  # refused here, before anything changes
         self.z.copy_(state["z"])
-        self.values = [float(v) for v in state["values"]]
-        self.scored = bool(state["scored"])
-        self.iteration = int(state["iteration"])
+        self.values = values
+        self.scored, self.iteration = scored, iteration
         self.exp_avg.copy_(state["exp_avg"])
         self.exp_avg_sq.copy_(state["exp_avg_sq"])
         for step, saved in zip(self.adam_steps, state["adam_steps"], strict=True):

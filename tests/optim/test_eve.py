@@ -134,6 +134,33 @@ def test_a_state_loaded_before_the_first_step_gives_the_trajectory_of_the_eve_th
         assert torch.equal(z, runs[0][0]) and values == runs[0][1] and torch.equal(weights, runs[0][2])
 
 
+@pytest.mark.parametrize("key, bad, message", [
+    ("exp_avg", torch.zeros(1), r"population exp_avg of shape \(1,\) does not match this optimizer's \(4, 113\)"),
+    ("exp_avg_sq", torch.zeros(4, 5), r"population exp_avg_sq of shape \(4, 5\) does not match"),
+    ("z", torch.zeros(3, 113), r"population z of shape \(3, 113\) does not match"),
+    ("adam_steps", torch.zeros(()), r"population adam_steps of shape \(\) does not match this optimizer's \(4,\)"),
+    ("values", torch.zeros(2, dtype=torch.float64), r"population values: 2 values for 4 slots"),
+    ("step_generator", torch.zeros(3, dtype=torch.uint8), r"."),
+])
+def test_a_tampered_population_state_is_refused_by_name_before_anything_changes(key, bad, message):
+    x, y = regression()
+    model = small_model()
+    opt = EvE(model.parameters(), lr=1e-2, seed=5)
+    _train(model, opt, x, y, 5, batch_seed=1)
+    saved = opt.state_dict()
+    saved = {**saved, "state": {**saved["state"], "eve": {**saved["state"]["eve"], key: bad}}}
+    target_model = small_model(seed=3)
+    target = EvE(target_model.parameters(), lr=1e-2, seed=9)
+    _train(target_model, target, x, y, 3, batch_seed=2)
+    before = target.population.state_dict()
+    before = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in before.items()}
+    with pytest.raises((ValueError, RuntimeError), match=message):
+        target.load_state_dict(saved)
+    after = target.population.state_dict()
+    for name, value in before.items():
+        assert torch.equal(after[name], value) if isinstance(value, torch.Tensor) else after[name] == value, name
+
+
 _SCRIPT = """
 import json, sys, torch
 sys.path.insert(0, {tests!r})
