@@ -103,8 +103,7 @@ def state_bytes(state: dict[str, Any]) -> bytes:
             pieces.append(bytes(padding))
         offset += raw.nbytes + padding
     header = json.dumps({"state": tree, "tensors": table, "size": offset, "byteorder": sys.byteorder},
-                        separators=(",", ":"),
-                        ensure_ascii=True).encode("ascii")
+                        separators=(",", ":"), ensure_ascii=True).encode("ascii")
     head = SIGNATURE + len(header).to_bytes(_LENGTH, "little") + header
     return b"".join([head, bytes(-len(head) % _ALIGN), *pieces])
 
@@ -369,8 +368,9 @@ def _read(path: str | os.PathLike) -> bytes:
     would block or never end), opened without waiting for a FIFO's writer."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     with os.fdopen(fd, "rb") as handle:
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
             raise IsADirectoryError(path)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        if not stat.S_ISREG(mode):
             raise _NotAFile
         return handle.read()

@@ -24,7 +24,8 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -55,6 +56,7 @@ __all__ = [
     "RungStore",
     "SynchronousSuccessiveHalving",
     "check_rungs",
+    "one_torch_thread",
     "promote_top_fraction",
     "promotion_count",
     "rung_sizes",
@@ -432,19 +434,34 @@ class SynchronousSuccessiveHalving:
                           promoted=list(decision.promoted))
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run the block on one PyTorch thread, then give back the count there was (also on error).
+
+    Example:
+        >>> import torch
+        >>> with one_torch_thread():
+        ...     torch.get_num_threads()
+        1
+    """
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _serialized(trial: Trial) -> bytes:
     """``trial.to_bytes()`` on one PyTorch thread. Its few passes over the weights (EvE's check that the
     module still holds its best member, the copies) gain nothing from a second thread, which only waits
     for a CPU the store's writer thread holds: in a demo sweep an EvE checkpoint took 5.9-8.5 ms per
     call this way against 3.4 ms on one thread (0.85 ms alone). The bytes are the same."""
-    threads = torch.get_num_threads()
-    if threads == 1:
+    with one_torch_thread():
         return trial.to_bytes()
-    torch.set_num_threads(1)
-    try:
-        return trial.to_bytes()
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _TrainedTrial:

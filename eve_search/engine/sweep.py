@@ -34,7 +34,7 @@ from eve_search.engine.ledger import (
     rank_order,
 )
 from eve_search.optim import optimizer_names
-from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving
+from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_torch_thread
 from eve_search.tasks.spaces import Config, get_space
 from eve_search.engine.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
@@ -356,12 +356,10 @@ class Sweep:
         # The workers train; this process only records, decides and scores new bests on the test set
         # (one small forward each), so it runs one PyTorch thread: no waiting OpenMP threads of its own
         # compete with the workers for the CPUs.
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
         try:
-            return self._run(progress, workers)
+            with one_torch_thread():
+                return self._run(progress, workers)
         finally:
-            torch.set_num_threads(threads)
             workers.close()
 
     def _run(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
