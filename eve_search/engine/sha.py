@@ -438,6 +438,9 @@ class SynchronousSuccessiveHalving:
 def one_torch_thread() -> Iterator[None]:
     """Run the block on one PyTorch thread, then give back the count there was (also on error).
 
+    Returns:
+        A context manager; inside it ``torch.get_num_threads()`` is 1.
+
     Example:
         >>> import torch
         >>> with one_torch_thread():
