@@ -2,9 +2,16 @@
 
 Workers only train: a job names a trial (its task, configuration, optimizer, seeds, frozen ratio and
 owner), the checkpoint to continue from and the rung budgets to pass through; the worker returns the
-validation metrics, the meter's figures and the checkpoint bytes. The engine
+validation metrics and the meter's figures. The engine
 (:class:`~eve_search.engine.sha.SynchronousSuccessiveHalving`) keeps the ledger, records results in rung order
 and decides, so the store looks exactly as with one process.
+
+Each worker keeps the trials it trained in its memory, within its share of the engine's
+``keep_bytes``, as the in-process engine keeps its own: a trial's next rung goes to the worker that
+holds it, which continues it without rebuilding it or reading a checkpoint, and a trial's state
+crosses to the engine only when it is needed there (the checkpoint of a promoted trial, or the
+state of a new best for its test metrics). A trial that does not fit comes back as checkpoint bytes
+at once, as every trial did before.
 
 Every worker runs PyTorch with one intra-op thread, so a trial's arithmetic does not depend on which
 worker trains it or how many there are: ``--jobs 1`` and ``--jobs 4`` give the same results, bit for
@@ -59,6 +66,10 @@ class TrialJob:
     owner: str
     checkpoint: str | None
     budgets: tuple[int, ...]
+    forget: tuple[int, ...] = ()
+    """Trials the worker may drop from its memory first (stopped, or moved to another worker)."""
+    keep: bool = True
+    """Whether the worker may keep the trial (False: its checkpoint bytes always come back)."""
 
 
 _STATE: dict[str, Any] = {}
@@ -92,7 +103,7 @@ def _exit_with_parent(parent: int, started: str | None) -> None:
 
 
 def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, parent: int,
-                  started: str | None) -> None:
+                  started: str | None, keep_bytes: int = 0) -> None:
     import torch
 
     threading.Thread(target=_exit_with_parent, args=(parent, started), name="eve-search-parent-watch",
@@ -104,6 +115,7 @@ def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, paren
     except RuntimeError:
         pass  # already set in this process
     _STATE["task"], _STATE["data"] = task, task.data(data_dir)
+    _STATE["kept"], _STATE["keep_bytes"] = {}, keep_bytes  # index -> (trial, its bytes)
     if optimizer is not None:
         from eve_search.engine.trial import warm_up
 
@@ -114,29 +126,50 @@ def _started() -> int:
     return os.getpid()
 
 
-def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, bytes]:
+def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, bytes | None]:
+    """Train ``job``'s trial to its last budget and evaluate it; the checkpoint bytes come back only
+    when this worker cannot keep the trial (None: kept here, see :func:`_save`)."""
     from eve_search.engine.checkpoint import CheckpointError
-    from eve_search.engine.trial import Trial
+    from eve_search.engine.trial import Trial, trial_bytes
 
-    task, data = _STATE["task"], _STATE["data"]
+    task, data, kept = _STATE["task"], _STATE["data"], _STATE["kept"]
+    for index in job.forget:
+        kept.pop(index, None)
 
     def fresh() -> Trial:
         return Trial(task, job.config, job.optimizer, seed=job.seed, index=job.index, cost_mode=job.cost_mode,
                      backward_ratio=job.backward_ratio, data=data, owner=job.owner)
 
-    trial = fresh()
-    if job.checkpoint is not None and os.path.exists(job.checkpoint):
-        try:
-            trial.load(job.checkpoint)
-        except CheckpointError:
-            trial = fresh()  # replayed exactly from the start, as the in-process engine does
-        if trial.budget > job.budgets[-1]:  # a checkpoint past this rung (its record was removed): replay
-            trial = fresh()
+    held = kept.pop(job.index, None)
+    if held is not None and held[0].budget <= job.budgets[-1]:
+        trial = held[0]  # as its last result left it: what its checkpoint would give back
+    else:
+        trial = fresh()
+        if job.checkpoint is not None and os.path.exists(job.checkpoint):
+            try:
+                trial.load(job.checkpoint)
+            except CheckpointError:
+                trial = fresh()  # replayed exactly from the start, as the in-process engine does
+            if trial.budget > job.budgets[-1]:  # a checkpoint past this rung (its record was removed): replay
+                trial = fresh()
     for budget in job.budgets:
         if trial.budget < budget:
             trial.train_to(budget)
     metrics = trial.evaluate()
-    return trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds, trial.meter.backward_passes, trial.to_bytes()
+    size = trial_bytes(trial) if job.keep else 0
+    if job.keep and sum(held for _, held in kept.values()) + size <= _STATE["keep_bytes"]:
+        kept[job.index] = (trial, size)
+        checkpoint = None
+    else:
+        checkpoint = trial.to_bytes()
+    return trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds, trial.meter.backward_passes, checkpoint
+
+
+def _save(index: int) -> bytes | None:
+    """The checkpoint bytes of kept trial ``index`` (which stays kept), or None when this worker does
+    not hold it."""
+    held = _STATE["kept"].get(index)
+    return None if held is None else held[0].to_bytes()
 
 
 def _calibrate(job: TrialJob) -> tuple[float, dict[str, Any] | None]:
@@ -173,29 +206,52 @@ class TrialWorkers:
     """``jobs`` worker processes (forked from the fork server, one PyTorch thread each) that train trials of ``task``.
 
     All of them start at once, and each warms ``optimizer`` up (imports and first-call set-up) before
-    its first job, so their start-up runs side by side instead of one worker per first job.
+    its first job, so their start-up runs side by side instead of one worker per first job. Each has
+    a queue of its own (work is handed to a chosen worker, the one that holds a trial) and keeps the
+    trials it trained within ``keep_bytes / jobs`` (default: the in-process engine's ``KEEP_BYTES``).
     """
 
-    def __init__(self, task: Any, jobs: int, data_dir: Path | None = None, *, optimizer: str | None = None) -> None:
+    def __init__(self, task: Any, jobs: int, data_dir: Path | None = None, *, optimizer: str | None = None,
+                 keep_bytes: int | None = None) -> None:
         self.jobs = check_jobs(jobs)
-        self._pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=_context(),
-                                         initializer=_start_worker,
-                                         initargs=(task, data_dir, optimizer, os.getpid(), _started_at(os.getpid())))
-        # The pool starts a process per submission while none is idle: one cheap call each starts them all.
-        with child_environment():
-            for _ in range(self.jobs):
-                self._pool.submit(_started)
+        if keep_bytes is None:  # (imported here: the fork server starts before this process imports PyTorch)
+            from eve_search.engine.trial import KEEP_BYTES
 
-    def train(self, job: TrialJob) -> Future:
-        """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint bytes)."""
-        return self._pool.submit(_train, job)
+            keep_bytes = KEEP_BYTES
+        check_int("keep_bytes", keep_bytes, 0)
+        parent = (os.getpid(), _started_at(os.getpid()))
+        self._pools = [ProcessPoolExecutor(max_workers=1, mp_context=_context(), initializer=_start_worker,
+                                           initargs=(task, data_dir, optimizer, *parent, keep_bytes // self.jobs))
+                       for _ in range(self.jobs)]
+        # A pool starts its process at its first submission: one cheap call each starts them all.
+        with child_environment():
+            self._started = [pool.submit(_started) for pool in self._pools]
+
+    def wait_until_ready(self) -> None:
+        """Wait until every worker has started (its data loaded and its optimizer warmed up); raise what
+        stopped one that could not."""
+        for future in self._started:
+            future.result()
+
+    def train(self, job: TrialJob, worker: int = 0) -> Future:
+        """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint
+        bytes, or None when worker ``worker`` keeps the trial)."""
+        return self._pools[worker].submit(_train, job)
+
+    def save(self, worker: int, index: int) -> Future:
+        """A future of the checkpoint bytes of trial ``index``, kept by worker ``worker`` (None if it does
+        not hold it), after the work already handed to that worker."""
+        return self._pools[worker].submit(_save, index)
 
     def calibrate(self, job: TrialJob) -> Future:
         """A future of (ratio, calibration report) measured in a worker, as its trials will train."""
-        return self._pool.submit(_calibrate, job)
+        return self._pools[0].submit(_calibrate, job)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in self._pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools:
+            pool.shutdown(wait=True)
 
     def __enter__(self) -> TrialWorkers:  # noqa: PYI034
         return self

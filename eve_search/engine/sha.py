@@ -11,8 +11,10 @@ kept is checkpointed with its result. A kept one is checkpointed only once its r
 interrupted (Ctrl-C, an error): a killed process may leave a recorded result without the checkpoint
 of its rung, and the engine then replays that trial from its last checkpoint through every rung
 budget in order, into exactly the state an uninterrupted sweep had. Every path continues the same
-state, bit for bit. The Ray
-Tune scheduler and the Optuna pruner are two more drivers of the same ledger.
+state, bit for bit. With ``--jobs`` workers, each worker keeps the trials it trained in the same
+way, within its share of ``keep_bytes``: a trial's next rung goes to the worker that keeps it, and a
+promoted trial's checkpoint is made there (see :mod:`eve_search.engine._workers`). The Ray Tune
+scheduler and the Optuna pruner are two more drivers of the same ledger.
 
 Example:
     >>> promote_top_fraction({0: 0.80, 1: 0.85, 2: 0.85, 3: 0.70}, 1 / 3)
@@ -26,13 +28,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from eve_search._checks import check_int
-from eve_search.engine.checkpoint import CheckpointError
+from eve_search.engine.checkpoint import CheckpointError, load_state
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -43,7 +45,7 @@ from eve_search.engine.ledger import (
     promotion_count,
     rung_sizes,
 )
-from eve_search.engine.trial import Trial
+from eve_search.engine.trial import KEEP_BYTES, Trial, trial_bytes
 
 if TYPE_CHECKING:
     from eve_search.engine._workers import TrialJob, TrialWorkers
@@ -62,48 +64,6 @@ __all__ = [
     "rung_sizes",
     "trial_bytes",
 ]
-
-
-KEEP_BYTES = 512 * 2**20
-"""Default memory for trials kept between rungs (their weights, buffers and checkpointed state)."""
-
-
-def trial_bytes(trial: Trial, checkpoint: bytes | None = None) -> int:
-    """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
-    ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
-    state, the batch stream, the meter), or, without one, the model's and the optimizer's tensors
-    again (what its checkpoint will hold).
-
-    Args:
-        trial: the trial to keep.
-        checkpoint: its serialized state (:meth:`~eve_search.engine.trial.Trial.to_bytes`), if made.
-
-    Returns:
-        The bytes counted against ``keep_bytes``.
-
-    Example:
-        >>> from eve_search.engine.trial import Trial
-        >>> trial = Trial("adult", {"lr": 1e-3, "width": 8, "depth": 1}, "adam", seed=0, index=0,
-        ...               backward_ratio=2.0)
-        >>> trial_bytes(trial) > trial_bytes(trial, checkpoint=b"") > 0
-        True
-    """
-    tensors = [*trial.model.parameters(), *trial.model.buffers()]
-    size = sum(t.numel() * t.element_size() for t in tensors)
-    if checkpoint is not None:
-        return size + len(checkpoint)
-    return 2 * size + _tensor_bytes(trial.optimizer.state_dict())
-
-
-def _tensor_bytes(value: Any) -> int:
-    """Bytes of every tensor in a nest of dicts, lists and tuples (an optimizer's state dict)."""
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, dict):
-        return sum(_tensor_bytes(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(item) for item in value)
-    return 0
 
 
 class RungStore(Protocol):
@@ -244,6 +204,12 @@ class SynchronousSuccessiveHalving:
         self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last result
         self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
         self._defer = callable(getattr(store, "save_checkpoint", None))
+        # With workers: which worker keeps each trial it trained (its state crosses only when needed), and
+        # the trials each worker may drop (stopped, or moved to another worker), told with its next job.
+        self._holder: dict[int, int] = {}
+        self._forget: dict[int, list[int]] = {}
+        self._saving: dict[int, Any] = {}  # promoted trials' checkpoints asked of their workers, not yet written
+        self._fetching = 0.0  # seconds spent waiting for a kept trial's state from its worker
         # Wall seconds of this run by part (read by `eve-search bench sweep`): building trials or loading
         # their checkpoints, training, evaluating (and recording details), serializing checkpoints, handing
         # results to the store, deciding rungs (the ledger, and the store's promotions and eliminations).
@@ -272,16 +238,45 @@ class SynchronousSuccessiveHalving:
         """Metrics of trial ``index`` as of its last result: from the saved model alone where the engine
         has ``evaluate_checkpoint`` and does not hold the trial, else from :meth:`load_trial`. With
         ``budget`` (a rung budget the trial reached), a trial whose checkpoint is missing, unusable or
-        of an earlier rung is first replayed to it."""
+        of an earlier rung is first replayed to it (with workers, by a worker)."""
+        if self.workers is not None and index not in self._holder and budget is not None:
+            content = self._saved(index, budget)
+            if content is None:  # replayed where trials train (and kept there, if it fits)
+                job = replace(self.make_job(index, self.rungs.index(budget)), keep=self._defer)
+                content = self.workers.train(job, 0).result()[-1]
+                if content is None:
+                    self._holder[index] = 0
+        else:
+            content = None
+        if index in self._holder:  # kept by a worker: its state, from there
+            content = self._fetch(index)
+        if content is not None:
+            if self.evaluate_checkpoint is not None:
+                return self.evaluate_checkpoint(index, content, split)
+            trial = self.make_trial(index)
+            trial.load_bytes(content)
+            return trial.evaluate(split)
         if self.evaluate_checkpoint is not None and index not in self._kept:
-            try:
-                return self.evaluate_checkpoint(index, self.store.checkpoint_path(index).read_bytes(), split)
-            except (OSError, CheckpointError):
-                pass
+            content = self._saved(index, budget)
+            if content is not None:
+                return self.evaluate_checkpoint(index, content, split)
         trial = self.load_trial(index)
         if budget is not None:
             trial = self._bring_to(index, trial, self.rungs.index(budget))
         return trial.evaluate(split)
+
+    def _saved(self, index: int, budget: int | None) -> bytes | None:
+        """Trial ``index``'s checkpoint file's bytes when it is readable and (given ``budget``) of that
+        rung budget; else None."""
+        try:
+            content = self.store.checkpoint_path(index).read_bytes()
+            if budget is not None:
+                state = load_state(content)
+                if not isinstance(state, dict) or state.get("budget") != budget:
+                    return None
+        except (OSError, CheckpointError):
+            return None
+        return content
 
     def _bring_to(self, index: int, trial: Trial, rung: int) -> Trial:
         """``trial`` trained to rung ``rung``'s budget through every earlier rung budget in order (each
@@ -349,27 +344,95 @@ class SynchronousSuccessiveHalving:
                 self.store.save_checkpoint(index, checkpoint)
                 self._unsaved.discard(index)
 
-    def _submit(self, rung: int, indices: list[int]) -> dict[int, Any]:
-        """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order)."""
-        cost = self.job_cost or (lambda index: 0.0)
+    def _submit(self, rung: int, indices: list[int]) -> dict[int, tuple[int, Any]]:
+        """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order), each
+        to the least loaded worker, or to the one that keeps the trial while it is at most one such job
+        ahead of the least loaded (which then continues it without reading a checkpoint)."""
+        cost = self.job_cost or (lambda index: 1.0)
         order = sorted(indices, key=lambda index: -cost(index))
-        return {index: self.workers.train(self.make_job(index, rung)) for index in order}
+        loads = [0.0] * self.workers.jobs
+        futures = {}
+        for index in order:
+            work = max(cost(index), 1e-12)
+            worker = min(range(len(loads)), key=loads.__getitem__)
+            holder = self._holder.pop(index, None)
+            if holder is not None:
+                if loads[holder] <= loads[worker] + work:
+                    worker = holder
+                else:  # moved: read back from the checkpoint made when it was promoted
+                    self._write_saved([index])
+                    self._forget.setdefault(holder, []).append(index)
+            loads[worker] += work
+            job = replace(self.make_job(index, rung), forget=tuple(self._forget.pop(worker, ())), keep=self._defer)
+            futures[index] = (worker, self.workers.train(job, worker))
+        self._write_saved(list(self._saving))  # the workers make them before this rung's work
+        return futures
 
-    def _record_trained(self, index: int, rung: int, future: Any) -> float:
+    def _fetch(self, index: int) -> bytes | None:
+        """The checkpoint bytes of trial ``index`` from the worker that keeps it (after the work already
+        handed to that worker); None when it does not hold it."""
+        return self._ask(index)()
+
+    def _ask(self, index: int) -> Callable[[], bytes | None]:
+        """Ask the worker that keeps trial ``index`` for its checkpoint bytes now (it makes them after the
+        work already handed to it, before anything handed later); call the result to wait for them. The
+        wait counts as waiting for workers."""
+        future = self.workers.save(self._holder[index], index)
+
+        def wait() -> bytes | None:
+            start = time.perf_counter()
+            try:
+                return future.result()
+            finally:
+                self._fetching += time.perf_counter() - start
+
+        return wait
+
+    def _save_held(self, indices: list[int]) -> None:
+        """Ask the workers that keep these promoted trials for their checkpoints (each worker makes its
+        own, side by side, before its next job); :meth:`_write_saved` writes them. The trials stay kept,
+        so their next rung continues them in memory."""
+        for index in indices:
+            if index in self._holder:
+                self._saving[index] = self.workers.save(self._holder[index], index)
+
+    def _write_saved(self, indices: list[int]) -> None:
+        """Hand the store the checkpoints asked of the workers for these trials (waiting for them)."""
+        start = time.perf_counter()
+        for index in indices:
+            future = self._saving.pop(index, None)
+            checkpoint = None if future is None else future.result()
+            if checkpoint is not None:
+                self.store.save_checkpoint(index, checkpoint)
+        self.seconds["serialize"] += time.perf_counter() - start
+
+    def _drop_held(self, indices: list[int]) -> None:
+        """These trials stopped: the workers that keep them may drop them (told with their next job)."""
+        for index in indices:
+            holder = self._holder.pop(index, None)
+            if holder is not None:
+                self._forget.setdefault(holder, []).append(index)
+
+    def _record_trained(self, index: int, rung: int, worker: int, future: Any) -> float:
         """Record a worker's result exactly as :meth:`_train` records its own."""
         start = time.perf_counter()
         score, metrics, charged, wall, backward, checkpoint = future.result()
-        waited = time.perf_counter()
+        waited, fetching = time.perf_counter(), self._fetching
+        if checkpoint is None:
+            self._holder[index] = worker
         details = {"score": score, "val": metrics, "charged_units": charged, "wall_seconds": wall,
                    "backward_passes": backward}
         if self.details is not None:
-            details.update(self.details(_TrainedTrial(self.make_trial, index, score, checkpoint,
+            content: bytes | Callable[[], Callable[[], bytes | None]] = checkpoint if checkpoint is not None else (
+                lambda: self._ask(index))
+            details.update(self.details(_TrainedTrial(self.make_trial, index, score, content,
                                                       self.evaluate_checkpoint, budget=self.rungs[rung]),
                                         metrics))
         evaluated = time.perf_counter()
         self.store.record(index, self.rungs[rung], details, checkpoint)
-        self.seconds["train"] += waited - start  # waiting for the workers
-        self.seconds["evaluate"] += evaluated - waited
+        fetched = self._fetching - fetching  # a new best's state, from its worker
+        self.seconds["train"] += waited - start + fetched  # waiting for the workers
+        self.seconds["evaluate"] += evaluated - waited - fetched
         self.seconds["store"] += time.perf_counter() - evaluated
         return score
 
@@ -377,7 +440,9 @@ class SynchronousSuccessiveHalving:
         """Train every rung (skipping results already recorded); return one report per rung.
 
         Interrupted (Ctrl-C, an error), it first writes the checkpoints of the kept trials whose
-        results are recorded, so a resumed sweep continues them instead of replaying them."""
+        results are recorded, so a resumed sweep continues them instead of replaying them. (Trials
+        that workers keep are not asked for: Ctrl-C stops the workers too. A resumed sweep replays
+        them from their last checkpoint, exactly.)"""
         try:
             return self._run()
         except BaseException:
@@ -402,7 +467,7 @@ class SynchronousSuccessiveHalving:
                 if resumed:
                     score = float(saved["score"])
                 elif index in futures:
-                    score = self._record_trained(index, rung, futures.pop(index))
+                    score = self._record_trained(index, rung, *futures.pop(index))
                 else:
                     score = self._train(index, rung)
                 self.ledger.report(index, rung, score)
@@ -420,6 +485,8 @@ class SynchronousSuccessiveHalving:
         last = decision.rung == len(self.rungs) - 1
         if not last:  # a promoted trial's checkpoint, before any trial of the rung is removed
             self._save(list(decision.promoted))
+            self._save_held(list(decision.promoted))
+            self._drop_held(list(decision.stopped))
         for index in decision.stopped:
             if not last:  # the winner may still be asked for (its test metrics)
                 self._kept.pop(index, None)
@@ -470,32 +537,56 @@ def _serialized(trial: Trial) -> bytes:
 class _TrainedTrial:
     """A trial a worker trained, as the ``details`` callback sees it: its score at once, the trial
     itself rebuilt from the checkpoint bytes only if asked for more (e.g. test metrics of a new best;
-    with ``evaluate_checkpoint``, metrics come from the saved model alone)."""
+    with ``evaluate_checkpoint``, metrics come from the saved model alone). When the worker keeps the
+    trial (``checkpoint`` a callable that asks for its bytes), the bytes are asked for only when wanted:
+    :meth:`pending_checkpoint` asks without waiting (the worker may have a rung of work queued before
+    it), :meth:`checkpoint_bytes` waits."""
 
-    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float, checkpoint: bytes,
+    def __init__(self, make_trial: Callable[[int], Trial], index: int, score: float,
+                 checkpoint: bytes | Callable[[], Callable[[], bytes | None]],
                  evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None, *,
                  budget: int | None = None) -> None:
-        self._make_trial, self._index, self._score, self._checkpoint = make_trial, index, score, checkpoint
+        self._make_trial, self._index, self._score = make_trial, index, score
+        self._checkpoint: bytes | None = checkpoint if isinstance(checkpoint, bytes) else None
+        self._ask = None if isinstance(checkpoint, bytes) else checkpoint
+        self._pending: Callable[[], bytes | None] | None = None
         self.index, self.budget = index, budget
         self._evaluate_checkpoint = evaluate_checkpoint
         self._trial: Trial | None = None
 
+    def pending_checkpoint(self) -> Callable[[], bytes | None]:
+        """A call that gives this trial's checkpoint bytes (None if its worker no longer holds it),
+        asked for now and waited for only when called."""
+        if self._checkpoint is not None or self._ask is None:
+            content = self._checkpoint
+            return lambda: content
+        if self._pending is None:
+            self._pending = self._ask()
+        return self._pending
+
     def score(self, metrics: dict[str, float]) -> float:
         return self._score
 
-    def checkpoint_bytes(self) -> bytes:
-        """The worker's checkpoint of this trial (what :meth:`Trial.to_bytes` would give)."""
+    def checkpoint_bytes(self) -> bytes | None:
+        """The worker's checkpoint of this trial (what :meth:`Trial.to_bytes` would give); None if the
+        worker that kept it no longer holds it."""
+        if self._checkpoint is None and self._ask is not None:
+            self._checkpoint = self.pending_checkpoint()()
         return self._checkpoint
 
     def _rebuilt(self) -> Trial:
         if self._trial is None:
-            self._trial = self._make_trial(self._index)
-            self._trial.load_bytes(self._checkpoint)
+            content = self.checkpoint_bytes()
+            if content is None:
+                raise CheckpointError(f"trial {self._index}: its worker no longer holds its state")
+            trial = self._make_trial(self._index)
+            trial.load_bytes(content)
+            self._trial = trial
         return self._trial
 
     def evaluate(self, split: str = "val") -> dict[str, float]:
-        if self._trial is None and self._evaluate_checkpoint is not None:
-            return self._evaluate_checkpoint(self._index, self._checkpoint, split)
+        if self._trial is None and self._evaluate_checkpoint is not None and self.checkpoint_bytes() is not None:
+            return self._evaluate_checkpoint(self._index, self.checkpoint_bytes(), split)
         return self._rebuilt().evaluate(split)
 
     def __getattr__(self, name: str) -> Any:

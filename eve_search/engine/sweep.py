@@ -303,8 +303,8 @@ class Sweep:
             if not (sign * score > sign * seen or (score == seen and key < seen_key)):
                 return {}
         # (Asked in this order: a worker's trial builds itself when asked for any other attribute.)
-        if hasattr(trial, "checkpoint_bytes"):  # a worker's checkpoint, at hand
-            state: bytes | dict[str, float] | None = trial.checkpoint_bytes()
+        if hasattr(trial, "pending_checkpoint"):  # a worker's checkpoint: asked for now, waited for if tested
+            state: bytes | dict[str, float] | Callable[[], bytes | None] | None = trial.pending_checkpoint()
         elif hasattr(trial, "test_metrics"):  # measured already (a Ray actor reports them with each result)
             state = trial.test_metrics()
         else:
@@ -325,6 +325,8 @@ class Sweep:
         index, budget = best["index"], best["budget"]
         kept = self._best_seen
         state = kept[2] if kept is not None and kept[1] == (budget, index) else None
+        if callable(state):
+            state = state()
         if isinstance(state, dict):
             test = state
         elif isinstance(state, bytes):
@@ -358,6 +360,7 @@ class Sweep:
         # compete with the workers for the CPUs.
         try:
             with one_torch_thread():
+                workers.wait_until_ready()  # the sweep's clock starts once they are up, as after the in-process warm-up
                 return self._run(progress, workers)
         finally:
             workers.close()

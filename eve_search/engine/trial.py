@@ -33,7 +33,7 @@ from eve_search.optim import make_optimizer
 from eve_search.tasks import Config, Splits, Task, get_task
 from eve_search.tasks.models import mlp
 
-__all__ = ["Trial", "evaluate_checkpoint", "trial_seeds", "warm_up"]
+__all__ = ["KEEP_BYTES", "Trial", "evaluate_checkpoint", "trial_bytes", "trial_seeds", "warm_up"]
 
 # Calibration (see Trial.calibrate): enough backward passes per group of passes, agreement between
 # interleaved groups, and the range a backward/forward ratio of an MLP training loop lies in.
@@ -351,3 +351,45 @@ def warm_up(optimizer: str) -> None:
     x, y = torch.zeros(8, 4), torch.zeros(8, dtype=torch.long)
     for _ in range(4):
         opt.step(lambda: torch.nn.functional.cross_entropy(model(x), y))
+
+
+KEEP_BYTES = 512 * 2**20
+"""Default memory for trials kept between rungs (their weights, buffers and checkpointed state)."""
+
+
+def trial_bytes(trial: Trial, checkpoint: bytes | None = None) -> int:
+    """Memory a kept trial holds, counted generously: every parameter and buffer of its model (frozen
+    ones included, which its checkpoint leaves out) plus the size of its checkpoint (the optimizer's
+    state, the batch stream, the meter), or, without one, the model's and the optimizer's tensors
+    again (what its checkpoint will hold).
+
+    Args:
+        trial: the trial to keep.
+        checkpoint: its serialized state (:meth:`~eve_search.engine.trial.Trial.to_bytes`), if made.
+
+    Returns:
+        The bytes counted against ``keep_bytes``.
+
+    Example:
+        >>> from eve_search.engine.trial import Trial
+        >>> trial = Trial("adult", {"lr": 1e-3, "width": 8, "depth": 1}, "adam", seed=0, index=0,
+        ...               backward_ratio=2.0)
+        >>> trial_bytes(trial) > trial_bytes(trial, checkpoint=b"") > 0
+        True
+    """
+    tensors = [*trial.model.parameters(), *trial.model.buffers()]
+    size = sum(t.numel() * t.element_size() for t in tensors)
+    if checkpoint is not None:
+        return size + len(checkpoint)
+    return 2 * size + _tensor_bytes(trial.optimizer.state_dict())
+
+
+def _tensor_bytes(value: Any) -> int:
+    """Bytes of every tensor in a nest of dicts, lists and tuples (an optimizer's state dict)."""
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, dict):
+        return sum(_tensor_bytes(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_tensor_bytes(item) for item in value)
+    return 0

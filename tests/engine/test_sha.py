@@ -286,3 +286,99 @@ def test_the_winner_is_evaluated_at_its_last_rung_even_when_its_checkpoint_is_ol
     fresh = engine(store)  # another process: only the checkpoint written after rung 2 (budget 90)
     assert fresh.evaluate_trial(winner, "test", RUNGS[-1]) == in_memory
     assert fresh.evaluate_trial(winner, "test") != in_memory  # without a budget: as of its checkpoint
+
+
+class InlineWorkers:
+    """``--jobs`` workers run in this process: each worker is the real worker code with a memory of
+    its own, so the engine's routing (a trial's next rung to the worker that keeps it) is seen whole."""
+
+    def __init__(self, jobs, keep_bytes):
+        from concurrent.futures import Future
+
+        from eve_search.engine import _workers
+        from eve_search.tasks import get_task
+
+        self.jobs, self._workers, self._future = jobs, _workers, Future
+        task = get_task("tiny")
+        self.memories = [{"task": task, "data": task.data(None), "kept": {}, "keep_bytes": keep_bytes // jobs}
+                         for _ in range(jobs)]
+        self.log = []  # (what, worker, index, forget)
+
+    def _run(self, worker, function, argument):
+        self._workers._STATE.clear()
+        self._workers._STATE.update(self.memories[worker])
+        future = self._future()
+        future.set_result(function(argument))
+        return future
+
+    def train(self, job, worker=0):
+        self.log.append(("train", worker, job.index, job.forget))
+        return self._run(worker, self._workers._train, job)
+
+    def save(self, worker, index):
+        self.log.append(("save", worker, index, ()))
+        return self._run(worker, self._workers._save, index)
+
+
+def worker_engine(store, workers, optimizer="adam"):
+    from eve_search.engine._workers import TrialJob
+
+    def make_job(index, rung):
+        return TrialJob(index=index, config=CONFIGS[index], optimizer=optimizer, seed=0, cost_mode="calibrated",
+                        backward_ratio=2.0, owner="", checkpoint=str(store.checkpoint_path(index)),
+                        budgets=RUNGS[:rung + 1])
+
+    return SynchronousSuccessiveHalving(9, factory(optimizer), store, rungs=RUNGS, workers=workers, make_job=make_job)
+
+
+def test_workers_keep_their_trials_and_continue_them_with_the_engines_exact_results(tmp_path, monkeypatch):
+    loads = []
+    load = Trial.load
+    monkeypatch.setattr(Trial, "load", lambda self, path: (loads.append(self.index), load(self, path))[1])
+    reference = engine(DeferringStore(tmp_path / "in-process"), "adam").run()
+    store = DeferringStore(tmp_path / "workers")
+    workers = InlineWorkers(2, keep_bytes=2**30)
+    reports = worker_engine(store, workers).run()
+    assert [r.scores for r in reports] == [r.scores for r in reference]
+    assert [r.promoted for r in reports] == [r.promoted for r in reference]
+    trained = [(worker, index) for what, worker, index, _ in workers.log if what == "train"]
+    assert sorted(worker for worker, _ in trained[:9]) == [0] * 5 + [1] * 4  # rung 0 over both workers
+    # A promoted trial's checkpoint is made by the worker that keeps it (for a resume) ...
+    saves = [(worker, index) for what, worker, index, _ in workers.log if what == "save"]
+    assert sorted(index for _, index in saves) == sorted(reports[0].promoted + reports[1].promoted)
+    holder = dict((index, worker) for worker, index in trained[:9])
+    assert all(holder[index] == worker for worker, index in saves[:3])
+    # ... and its next rung goes there, where it continues in memory; a trial moved to balance the
+    # workers (at most one job ahead) is read back from that checkpoint, and the other worker drops it.
+    moved = [index for worker, index in trained[9:12] if holder[index] != worker]
+    assert len(moved) <= 1 and sorted(loads) == sorted(moved)
+    forgotten = [index for *_, forget in workers.log for index in forget]
+    stopped = set(range(9)) - {reports[-1].trials[0]}
+    assert forgotten and set(forgotten) <= stopped | set(moved)
+    assert [p.name for p in store.folder.iterdir()] == [f"trial-{reports[-1].trials[0]:04d}.pt"]
+
+
+def test_workers_without_room_send_every_checkpoint_back_with_the_same_results(tmp_path):
+    kept = worker_engine(DeferringStore(tmp_path / "kept"), InlineWorkers(2, keep_bytes=2**30)).run()
+    workers = InlineWorkers(2, keep_bytes=0)
+    store = DeferringStore(tmp_path / "sent")
+    sent = worker_engine(store, workers).run()
+    assert [r.scores for r in sent] == [r.scores for r in kept]
+    assert not any(what == "save" for what, *_ in workers.log)
+    assert all(not memory["kept"] for memory in workers.memories)
+
+
+def test_a_resumed_engine_with_workers_tests_the_winner_at_its_last_rung_not_from_an_older_checkpoint(tmp_path):
+    reference = engine(DeferringStore(tmp_path / "in-process"), "adam")
+    winner = reference.run()[-1].trials[0]
+    store = DeferringStore(tmp_path / "workers")
+    worker_engine(store, InlineWorkers(2, keep_bytes=2**30)).run()
+    # The winner's file holds its state at rung 90 (its last promotion); its rung-180 state stayed with
+    # a worker that is gone. A resumed engine trains nothing, and must not test the rung-90 model.
+    workers = InlineWorkers(2, keep_bytes=2**30)
+    resumed = worker_engine(store, workers)
+    resumed.run()
+    assert not any(what == "train" for what, *_ in workers.log)
+    expected = reference.evaluate_trial(winner, "test", 180)
+    assert resumed.evaluate_trial(winner, "test", 180) == expected
+    assert [what for what, *_ in workers.log] == ["train", "save"]  # replayed by a worker, then asked for

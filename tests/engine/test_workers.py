@@ -127,3 +127,23 @@ def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_wo
     subprocess.run([*common, "--workdir", str(killed), "--resume", "--json", str(killed / "out.json")], check=True,
                    capture_output=True, timeout=600, cwd=root)
     assert summary(killed / "out.json") == summary(reference / "out.json")
+
+
+def test_workers_that_keep_their_trials_give_the_sweep_of_workers_that_send_every_checkpoint(tmp_path,
+                                                                                            monkeypatch):
+    import functools
+
+    from eve_search.engine import sweep as module
+    from eve_search.engine.store import SweepStore
+
+    checkpoints = []
+    record = SweepStore.record
+    monkeypatch.setattr(SweepStore, "record", lambda self, index, budget, details, checkpoint: (
+        checkpoints.append(checkpoint is not None), record(self, index, budget, details, checkpoint))[1])
+    kept = run(tmp_path, "kept", 2)
+    assert checkpoints and not any(checkpoints)  # every trial stayed with its worker; only promoted ones were saved
+    monkeypatch.setattr(module, "TrialWorkers", functools.partial(module.TrialWorkers, keep_bytes=0))
+    checkpoints.clear()
+    sent = run(tmp_path, "sent", 2)
+    assert checkpoints and all(checkpoints)
+    assert kept == sent
