@@ -114,8 +114,10 @@ def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, paren
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass  # already set in this process
+    from eve_search.engine.trial import KeptTrials
+
     _STATE["task"], _STATE["data"] = task, task.data(data_dir)
-    _STATE["kept"], _STATE["keep_bytes"] = {}, keep_bytes  # index -> (trial, its bytes)
+    _STATE["kept"] = KeptTrials(keep_bytes)
     if optimizer is not None:
         from eve_search.engine.trial import warm_up
 
@@ -134,15 +136,15 @@ def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, b
 
     task, data, kept = _STATE["task"], _STATE["data"], _STATE["kept"]
     for index in job.forget:
-        kept.pop(index, None)
+        kept.pop(index)
 
     def fresh() -> Trial:
         return Trial(task, job.config, job.optimizer, seed=job.seed, index=job.index, cost_mode=job.cost_mode,
                      backward_ratio=job.backward_ratio, data=data, owner=job.owner)
 
-    held = kept.pop(job.index, None)
-    if held is not None and held[0].budget <= job.budgets[-1]:
-        trial = held[0]  # as its last result left it: what its checkpoint would give back
+    held = kept.pop(job.index)
+    if held is not None and held.budget <= job.budgets[-1]:
+        trial = held  # as its last result left it: what its checkpoint would give back
     else:
         trial = fresh()
         if job.checkpoint is not None and os.path.exists(job.checkpoint):
@@ -156,12 +158,7 @@ def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, b
         if trial.budget < budget:
             trial.train_to(budget)
     metrics = trial.evaluate()
-    size = trial_bytes(trial) if job.keep else 0
-    if job.keep and sum(held for _, held in kept.values()) + size <= _STATE["keep_bytes"]:
-        kept[job.index] = (trial, size)
-        checkpoint = None
-    else:
-        checkpoint = trial.to_bytes()
+    checkpoint = None if job.keep and kept.keep(job.index, trial, trial_bytes(trial)) else trial.to_bytes()
     return trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds, trial.meter.backward_passes, checkpoint
 
 
@@ -169,7 +166,7 @@ def _save(index: int) -> bytes | None:
     """The checkpoint bytes of kept trial ``index`` (which stays kept), or None when this worker does
     not hold it."""
     held = _STATE["kept"].get(index)
-    return None if held is None else held[0].to_bytes()
+    return None if held is None else held.to_bytes()
 
 
 def _calibrate(job: TrialJob) -> tuple[float, dict[str, Any] | None]:

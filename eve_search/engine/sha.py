@@ -45,7 +45,7 @@ from eve_search.engine.ledger import (
     promotion_count,
     rung_sizes,
 )
-from eve_search.engine.trial import KEEP_BYTES, Trial, trial_bytes
+from eve_search.engine.trial import KEEP_BYTES, KeptTrials, Trial, trial_bytes
 
 if TYPE_CHECKING:
     from eve_search.engine._workers import TrialJob, TrialWorkers
@@ -201,7 +201,7 @@ class SynchronousSuccessiveHalving:
         self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
         self.evaluate_checkpoint = evaluate_checkpoint
         self.keep_bytes = keep_bytes
-        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last result
+        self._kept = KeptTrials(keep_bytes)  # trials as of their last result
         self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
         self._defer = callable(getattr(store, "save_checkpoint", None))
         # With workers: which worker keeps each trial it trained (its state crosses only when needed), and
@@ -222,7 +222,7 @@ class SynchronousSuccessiveHalving:
         raises :class:`CheckpointError` at once (the trial's next checkpoint could not be written)."""
         if index in self._kept:
             self._unsaved.discard(index)
-            return self._kept.pop(index)[0]
+            return self._kept.pop(index)
         trial = self.make_trial(index)
         path = self.store.checkpoint_path(index)
         if path.exists():
@@ -307,9 +307,8 @@ class SynchronousSuccessiveHalving:
             details.update(self.details(trial, metrics))
         evaluated = clock()
         size = trial_bytes(trial) if self._defer else 0
-        if self._defer and self._fits(size):  # kept: its checkpoint waits for the rung's decision
+        if self._defer and self._kept.keep(index, trial, size):  # its checkpoint waits for the rung's decision
             checkpoint = None
-            self._kept[index] = (trial, size)
             self._unsaved.add(index)
         else:
             checkpoint = _serialized(trial)
@@ -325,21 +324,16 @@ class SynchronousSuccessiveHalving:
         seconds["store"] += recorded - serialized
         return score
 
-    def _fits(self, size: int) -> bool:
-        return sum(kept for _, kept in self._kept.values()) + size <= self.keep_bytes
-
     def _keep(self, index: int, trial: Trial, checkpoint: bytes) -> None:
         """Keep ``trial`` (just checkpointed) in memory for its next rung if it fits."""
-        size = trial_bytes(trial, checkpoint)
-        if self._fits(size):
-            self._kept[index] = (trial, size)
+        self._kept.keep(index, trial, trial_bytes(trial, checkpoint))
 
     def _save(self, indices: list[int]) -> None:
         """Write the checkpoints of these kept trials that are not written yet, in this order."""
         for index in indices:
             if index in self._unsaved:
                 start = time.perf_counter()
-                checkpoint = _serialized(self._kept[index][0])
+                checkpoint = _serialized(self._kept.get(index))
                 self.seconds["serialize"] += time.perf_counter() - start
                 self.store.save_checkpoint(index, checkpoint)
                 self._unsaved.discard(index)
@@ -448,7 +442,7 @@ class SynchronousSuccessiveHalving:
         except BaseException:
             last = self.rungs[-1]
             try:
-                self._save(sorted(i for i in self._unsaved if self._kept[i][0].budget < last))
+                self._save(sorted(i for i in self._unsaved if self._kept.get(i).budget < last))
             except Exception:  # noqa: BLE001 the error being raised is the one to report
                 pass
             raise
@@ -489,7 +483,7 @@ class SynchronousSuccessiveHalving:
             self._drop_held(list(decision.stopped))
         for index in decision.stopped:
             if not last:  # the winner may still be asked for (its test metrics)
-                self._kept.pop(index, None)
+                self._kept.pop(index)
                 self._unsaved.discard(index)
         if last:
             for index in decision.stopped:
@@ -547,8 +541,7 @@ class _TrainedTrial:
                  evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None, *,
                  budget: int | None = None) -> None:
         self._make_trial, self._index, self._score = make_trial, index, score
-        self._checkpoint: bytes | None = checkpoint if isinstance(checkpoint, bytes) else None
-        self._ask = None if isinstance(checkpoint, bytes) else checkpoint
+        self._checkpoint = checkpoint
         self._pending: Callable[[], bytes | None] | None = None
         self.index, self.budget = index, budget
         self._evaluate_checkpoint = evaluate_checkpoint
@@ -557,11 +550,9 @@ class _TrainedTrial:
     def pending_checkpoint(self) -> Callable[[], bytes | None]:
         """A call that gives this trial's checkpoint bytes (None if its worker no longer holds it),
         asked for now and waited for only when called."""
-        if self._checkpoint is not None or self._ask is None:
-            content = self._checkpoint
-            return lambda: content
         if self._pending is None:
-            self._pending = self._ask()
+            content = self._checkpoint
+            self._pending = content() if callable(content) else lambda: content
         return self._pending
 
     def score(self, metrics: dict[str, float]) -> float:
@@ -570,9 +561,7 @@ class _TrainedTrial:
     def checkpoint_bytes(self) -> bytes | None:
         """The worker's checkpoint of this trial (what :meth:`Trial.to_bytes` would give); None if the
         worker that kept it no longer holds it."""
-        if self._checkpoint is None and self._ask is not None:
-            self._checkpoint = self.pending_checkpoint()()
-        return self._checkpoint
+        return self.pending_checkpoint()()  # (a worker's answer is kept by its future)
 
     def _rebuilt(self) -> Trial:
         if self._trial is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,7 @@ from eve_search.optim import make_optimizer
 from eve_search.tasks import Config, Splits, Task, get_task
 from eve_search.tasks.models import mlp
 
-__all__ = ["KEEP_BYTES", "Trial", "evaluate_checkpoint", "trial_bytes", "trial_seeds", "warm_up"]
+__all__ = ["KEEP_BYTES", "KeptTrials", "Trial", "evaluate_checkpoint", "trial_bytes", "trial_seeds", "warm_up"]
 
 # Calibration (see Trial.calibrate): enough backward passes per group of passes, agreement between
 # interleaved groups, and the range a backward/forward ratio of an MLP training loop lies in.
@@ -382,6 +383,71 @@ def trial_bytes(trial: Trial, checkpoint: bytes | None = None) -> int:
     if checkpoint is not None:
         return size + len(checkpoint)
     return 2 * size + _tensor_bytes(trial.optimizer.state_dict())
+
+
+class KeptTrials:
+    """Trials kept in memory between rungs, each counted at its :func:`trial_bytes`, within ``budget``
+    bytes in all: the one budget rule of the in-process engine, the ``--jobs`` workers and the Optuna
+    worker driver.
+
+    Args:
+        budget: the bytes the kept trials may count together (``keep_bytes``; 0 keeps none).
+
+    Example:
+        >>> kept = KeptTrials(budget=100)
+        >>> kept.keep(0, "trial 0", 60), kept.keep(1, "trial 1", 60), kept.keep(2, "trial 2", 40)
+        (True, False, True)
+        >>> sorted(kept), kept.bytes, kept.pop(0), kept.pop(0), kept.bytes
+        ([0, 2], 100, 'trial 0', None, 40)
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = check_int("keep_bytes", budget, 0)
+        self.bytes = 0
+        self._trials: dict[int, tuple[Any, int]] = {}
+
+    def keep(self, index: int, trial: Any, size: int) -> bool:
+        """Keep ``trial`` as configuration ``index`` (replacing any kept before) if ``size`` more bytes fit.
+
+        Returns:
+            Whether it is kept.
+        """
+        self.pop(index)
+        if self.bytes + size > self.budget:
+            return False
+        self._trials[index] = (trial, size)
+        self.bytes += size
+        return True
+
+    def get(self, index: int) -> Any:
+        """The kept trial ``index`` (it stays kept), or None.
+
+        Returns:
+            The trial, or None.
+        """
+        kept = self._trials.get(index)
+        return None if kept is None else kept[0]
+
+    def pop(self, index: int) -> Any:
+        """Stop keeping trial ``index``.
+
+        Returns:
+            The trial, or None if it was not kept.
+        """
+        kept = self._trials.pop(index, None)
+        if kept is None:
+            return None
+        self.bytes -= kept[1]
+        return kept[0]
+
+    def __contains__(self, index: object) -> bool:
+        return index in self._trials
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(list(self._trials))
+
+    def __len__(self) -> int:
+        return len(self._trials)
 
 
 def _tensor_bytes(value: Any) -> int:

@@ -61,7 +61,7 @@ from eve_search.tasks.spaces import SearchSpace, get_space
 from eve_search.engine.sha import KEEP_BYTES, trial_bytes
 from eve_search.engine.store import check_sweep_id, checkpoint_folder, write_ahead
 from eve_search.tasks import Task, get_task
-from eve_search.engine.trial import Trial
+from eve_search.engine.trial import KeptTrials, Trial
 
 __all__ = ["ShaOptions", "WorkerReport", "run_sha", "run_sweep_on_optuna", "worker_storage"]
 
@@ -244,8 +244,7 @@ class ShaWorker:
         self.report = WorkerReport(worker=name or f"{socket.gethostname()}:{os.getpid()}")
         self._last_stale_check = 0.0
         self.keep_bytes = check_int("keep_bytes", keep_bytes, 0)
-        self._kept: dict[int, tuple[Trial, int]] = {}  # index -> (trial, its bytes), as of its last result
-        self._kept_bytes = 0
+        self._kept = KeptTrials(self.keep_bytes)  # trials as of their last result
         self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
 
     # Reading ----------------------------------------------------------------------------------------
@@ -319,19 +318,16 @@ class ShaWorker:
 
     # Working ----------------------------------------------------------------------------------------
 
-    def _drop(self, index: int) -> tuple[Trial, int] | None:
+    def _drop(self, index: int) -> Trial | None:
         """Forget a kept trial (its checkpoint unwritten, if it was); returns it."""
-        kept = self._kept.pop(index, None)
         self._unsaved.discard(index)
-        if kept is not None:
-            self._kept_bytes -= kept[1]
-        return kept
+        return self._kept.pop(index)
 
     def _load(self, index: int, budget: int) -> Trial:
         kept = self._drop(index)
         rung = self.rungs.index(budget)
-        if kept is not None and rung > 0 and kept[0].budget == self.rungs[rung - 1]:
-            return kept[0]  # as of the rung before: exactly where this rung starts
+        if kept is not None and rung > 0 and kept.budget == self.rungs[rung - 1]:
+            return kept  # as of the rung before: exactly where this rung starts
         trial = self.make_trial(index)
         path = self.checkpoint_path(index)
         if path.exists():
@@ -358,11 +354,8 @@ class ShaWorker:
                    "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
         if self.details is not None:
             details.update(self.details(trial, metrics, best))
-        size = trial_bytes(trial) if rung < len(self.rungs) - 1 else None
-        if size is not None and self._kept_bytes + size <= self.keep_bytes:
-            self._kept[index] = (trial, size)  # its checkpoint waits for the rung's decision
-            self._kept_bytes += size
-            self._unsaved.add(index)
+        if rung < len(self.rungs) - 1 and self._kept.keep(index, trial, trial_bytes(trial)):
+            self._unsaved.add(index)  # its checkpoint waits for the rung's decision
         else:
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
         # One transaction where it can be (the intermediate value is the commit point).
@@ -382,7 +375,7 @@ class ShaWorker:
 
     def _save_kept(self, view: _View | None, index: int) -> None:
         """Write a kept trial's checkpoint, unless the view shows another worker has recorded it further."""
-        trial = self._kept[index][0]
+        trial = self._kept.get(index)
         live = view.live(index) if view is not None else None
         if view is None or (live is not None and max(live.intermediate_values, default=None) == trial.budget):
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))

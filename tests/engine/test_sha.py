@@ -296,11 +296,12 @@ class InlineWorkers:
         from concurrent.futures import Future
 
         from eve_search.engine import _workers
+        from eve_search.engine.trial import KeptTrials
         from eve_search.tasks import get_task
 
         self.jobs, self._workers, self._future = jobs, _workers, Future
         task = get_task("tiny")
-        self.memories = [{"task": task, "data": task.data(None), "kept": {}, "keep_bytes": keep_bytes // jobs}
+        self.memories = [{"task": task, "data": task.data(None), "kept": KeptTrials(keep_bytes // jobs)}
                          for _ in range(jobs)]
         self.log = []  # (what, worker, index, forget)
 
