@@ -223,6 +223,12 @@ class _SweepRecorder(Callback):
             write.result()
 
 
+# Set while the sweep's tuner runs. Tune's console tables off (verbose=0 silences only the classic output),
+# and its default loggers off: the JSON, CSV and TensorBoard files it writes for every result repeat what
+# the results store records (0.4-0.8 s of the 10-11 s demo sweep on the 2-core machine).
+_TUNE_ENVIRONMENT = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}
+
+
 def _recorder(sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
               on_record: Callable[[], None]) -> _SweepRecorder:
     """A new :class:`_SweepRecorder`, registered as this process's live one for its sweep."""
@@ -332,8 +338,8 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
             space[key] = tune.sample_from(lambda config, key=key: configs[config[INDEX_KEY]][key])
         tuner = tune.Tuner(trainable, param_space=space, run_config=run_config,
                            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True))
-    quiet = os.environ.get("RAY_AIR_NEW_OUTPUT")
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "0"  # Tune's console tables off (verbose=0 silences the classic output)
+    saved = {name: os.environ.get(name) for name in _TUNE_ENVIRONMENT}
+    os.environ.update(_TUNE_ENVIRONMENT)
     loggers = [logging.getLogger(name) for name in ("ray.tune", "ray.train")]
     levels = [log.level for log in loggers]
     for log in loggers:  # the sweep's own progress and table replace Tune's notices
@@ -347,10 +353,11 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         _LIVE.pop(recorder.token, None)
         for log, level in zip(loggers, levels, strict=True):
             log.setLevel(level)
-        if quiet is None:
-            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
-        else:
-            os.environ["RAY_AIR_NEW_OUTPUT"] = quiet
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     for result in grid:  # trials this run never heard from (a restored run of a finished sweep)
         if result.metrics and "trial_id" in result.metrics:
             recorder.index.setdefault(result.metrics["trial_id"], int(result.config[INDEX_KEY]))

@@ -241,6 +241,11 @@ def test_local_and_ray_backends_agree(ray_address, tmp_path):
     assert records(ray_sweep) == records(local_sweep)
     assert ray_sweep.store.finished() == local_sweep.store.finished() == set(range(9))
     assert ray_sweep.store.get("winner") == local_sweep.store.get("winner")
+    # The store holds every result: Tune wrote no per-result logs of its own, and its switches are put back.
+    trials = list((tmp_path / "ray").glob("*/ray/EveTrainable_*"))
+    assert len(trials) == 9 and not [path for path in trials if list(path.glob("result.json"))]
+    assert not [path for path in trials if list(path.glob("progress.csv")) or list(path.glob("events.out.tfevents*"))]
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ and "RAY_AIR_NEW_OUTPUT" not in os.environ
 
 
 def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_other(ray_address, tmp_path):
@@ -288,3 +293,26 @@ def test_a_sweep_on_a_multi_node_cluster(uninterrupted, ray_address, tmp_path):
         ray.shutdown()
         cluster.shutdown()
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # the module's instance, for teardown
+
+
+def test_a_trainable_trains_on_the_threads_ray_gave_it_even_when_torch_came_first(monkeypatch):
+    """Ray gives an actor its CPU count as OMP_NUM_THREADS, which PyTorch reads only when first imported:
+    in a worker that imported PyTorch before (Ray's preload_python_modules, a setup hook), each actor would
+    otherwise train on one thread per core, and two actors on two cores crawl."""
+    import torch
+
+    from eve_search.integrations._ray import _follow_ray_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "1")
+        _follow_ray_threads()
+        assert torch.get_num_threads() == 1
+        for unset in ("", "0", "two"):  # nothing (or nothing usable) from Ray: PyTorch's choice stands
+            torch.set_num_threads(2)
+            monkeypatch.setenv("OMP_NUM_THREADS", unset)
+            _follow_ray_threads()
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -317,6 +317,32 @@ def test_each_slot_keeps_one_continuous_adam_trajectory():
     assert steps == [4, 2, 2, 2]  # slot 0's second burst continued its first: moments were not reset
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_box_maps_give_the_bits_of_their_formulas(dtype):
+    """Segments bounded by one number each (Kaiming's default) and a segment bounded per weight: to_real
+    is x_l + z (x_u - x_l) rounded once (what torch.addcmul gives), and clamp_to_box clamps exactly."""
+    g = torch.Generator().manual_seed(0)
+    segments = [37, 1, 64, 5]
+    lower = [torch.tensor(-0.3, dtype=dtype), torch.tensor(-2.0, dtype=dtype),
+             -torch.rand(64, generator=g).to(dtype) - 0.1, torch.tensor(0.25, dtype=dtype)]
+    upper = [torch.tensor(0.3, dtype=dtype), torch.tensor(1.5, dtype=dtype),
+             torch.rand(64, generator=g).to(dtype) + 0.1, torch.tensor(0.75, dtype=dtype)]
+    n = sum(segments)
+    z = torch.rand(4, n, generator=g).to(dtype)
+    population = Population(z, lower, upper, EvEHyperparameters(), torch.Generator().manual_seed(0), refresh=True,
+                            work=torch.empty(n, dtype=dtype), segments=segments)
+    expected = torch.cat([torch.addcmul(low, part, high - low) for part, low, high in
+                          zip(z.split(segments, -1), lower, upper)], -1)
+    rows = population.to_real(z, out=torch.empty_like(z))
+    assert torch.equal(rows, expected)
+    one = population.to_real(z[2], out=torch.empty(n, dtype=dtype))
+    assert torch.equal(one, expected[2])
+    x = torch.randn(n, generator=g).to(dtype)
+    clamped = torch.cat([torch.clamp(part, min=low, max=high) for part, low, high in
+                         zip(x.split(segments), lower, upper)])
+    assert torch.equal(population.clamp_to_box(x.clone()), clamped)
+
+
 def test_one_fallback_step_matches_equation_4_by_hand():
     n, lr, wd = 3, 0.1, 0.01
     z = torch.tensor([[0.6, 0.7, 0.8], [0.5, 0.5, 0.5], [0.9, 0.2, 0.4], [0.3, 0.3, 0.9]], dtype=torch.float64)

@@ -257,6 +257,26 @@ def test_weights_that_were_only_read_never_reanchor():
     assert opt.reanchors == 0
 
 
+@pytest.mark.parametrize("extra", [0, 1])  # 8-byte words compared (an even count of float32), or 4-byte words
+def test_one_flipped_bit_in_any_weight_is_seen(extra):
+    """The check that the module still holds what EvE wrote compares bits, whatever word size it reads
+    them in: the lowest bit or the sign bit of the first, a middle or the last weight."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4 + extra), torch.nn.ReLU(), torch.nn.Linear(4 + extra, 2))
+    sizes = [p.numel() for p in model.parameters()]
+    n = sum(sizes)
+    assert n % 2 == extra
+    for position in (0, n // 2, n - 1):
+        for mask in (1, -2 ** 31):  # the lowest bit; the sign bit (0.0 and -0.0 are equal only as numbers)
+            opt = EvE(model.parameters(), lr=1e-2, seed=0)
+            train(model, opt, 6, batch_seed=0)
+            k = next(k for k in range(len(sizes)) if position < sum(sizes[:k + 1]))
+            bits = list(model.parameters())[k].data.view(-1).view(torch.int32)  # bypasses autograd's counters
+            bits[position - sum(sizes[:k])] ^= mask
+            train(model, opt, 1, batch_seed=1)
+            assert opt.reanchors == 1, (position, mask)
+
+
 def test_lhs_and_uniform_populations_ignore_the_weights_until_a_step_has_written_them():
     for kwargs in ({"init": "lhs"}, {"anchor": "uniform"}):
         model = net()

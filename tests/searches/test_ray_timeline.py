@@ -1,0 +1,33 @@
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+SCRIPT = Path(__file__).resolve().parents[2] / "searches" / "ray_timeline.py"
+spec = importlib.util.spec_from_file_location("ray_timeline", SCRIPT)
+ray_timeline = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ray_timeline)
+
+
+def _span(tid, name, start_ms, length_ms):
+    return {"ph": "X", "tid": tid, "name": name, "ts": start_ms * 1000.0, "dur": length_ms * 1000.0}
+
+
+def test_each_actor_gets_its_methods_first_start_busy_time_and_idle_gaps():
+    events = [
+        _span("worker:aa", "task:execute", 1500, 2000), _span("worker:aa", "__init__", 1500, 1990),
+        _span("worker:aa", "task:execute", 3502, 300), _span("worker:aa", "train", 3502, 295),
+        _span("worker:aa", "task:execute", 3950, 50), _span("worker:aa", "save", 3950, 45),
+        _span("worker:bb", "task:execute", 1600, 100), _span("worker:bb", "__init__", 1600, 100),
+        _span("driver", "task:execute", 0, 9000),  # not an actor
+        {"ph": "i", "tid": "worker:aa", "name": "marker", "ts": 0.0},  # not a span
+    ]
+    report = ray_timeline.actor_times(events, clock_start_us=1000 * 1000.0)
+    assert set(report) == {"worker:aa", "worker:bb"}
+    actor = report["worker:aa"]
+    assert actor["calls"] == 3 and actor["first_method_at_s"] == 0.5 and actor["busy_s"] == 2.35
+    assert actor["methods_s"] == {"__init__": 1.99, "train": 0.295, "save": 0.045}
+    assert actor["idle_gaps_s"] == 0.15 and actor["idle_gap_median_ms"] == 148.0
+    assert actor["idle_gaps_over_100ms"] == [148]
+    assert report["worker:bb"]["idle_gaps_s"] == 0.0 and report["worker:bb"]["idle_gaps_over_100ms"] == []
