@@ -316,3 +316,46 @@ def test_a_trainable_trains_on_the_threads_ray_gave_it_even_when_torch_came_firs
             assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+class _FakeTrial:
+    def __init__(self, trial_id, status, saving=False):
+        self.trial_id, self.status, self.is_saving = trial_id, status, saving
+
+
+class _FakeController:
+    """What the scheduler reads of Tune's controller to decide whether a waiting trial should give up its
+    actor: the trials, those Tune is handing a free actor to, and how many free actors it holds."""
+
+    def __init__(self, trials, cached=0):
+        self._tune_controller = self
+        self.search_alg = None
+        self._resetting_trials = set()
+        self._actor_cache = type("Cache", (), {"num_cached_objects": cached})()
+        self._trials = trials
+
+    def get_trials(self):
+        return list(self._trials)
+
+
+def test_a_waiting_trial_gives_up_its_actor_only_to_a_pending_trial_no_free_actor_will_serve():
+    """Two actors reach the end of a rung together while one trial is still pending: only one of them may
+    pause (the other's actor would be one too many in Tune's cache, Tune would end it, and the next rungs
+    would start replacement actors and run on one actor). A pause counts as soon as it is decided, while
+    the paused trial's checkpoint is still being saved."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
+    me, other = _FakeTrial("a", TuneTrial.RUNNING), _FakeTrial("b", TuneTrial.RUNNING, saving=True)
+    pending = _FakeTrial("c", TuneTrial.PENDING)
+    controller = _FakeController([me, other, pending])
+    assert scheduler._runnable(controller, me)  # "b" is only saving, not pausing: "c" needs an actor
+    scheduler._paused.add("b")  # "b" was told to pause: its actor goes to "c"
+    assert not scheduler._runnable(controller, me)
+    other.is_saving, other.status = False, TuneTrial.PAUSED
+    assert not scheduler._runnable(_FakeController([me, other, pending], cached=1), me)  # its actor is free
+    assert scheduler._runnable(_FakeController([me, other, pending, _FakeTrial("d", TuneTrial.PENDING)], cached=1),
+                               me)
+    controller = _FakeController([me, pending])
+    controller._resetting_trials.add(pending)  # "c" is taking a free actor already
+    assert not scheduler._runnable(controller, me)
