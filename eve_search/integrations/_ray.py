@@ -710,7 +710,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         Pausing a trial when every pending trial has a free actor waiting leaves one actor too many in
         Tune's cache, and Tune ends it at its next step. At the end of the first rung that took one of
         the demo sweep's two actors; Tune then started replacement actors (2 s each to import PyTorch)
-        that never trained, and the other rungs ran on one actor (16-20 s instead of 10-11 s).
+        that never trained, and the other rungs ran on one actor (14-21 s instead of 10-12 s).
         """
         if self._paused_winners(tune_controller):
             return True
