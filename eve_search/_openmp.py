@@ -45,7 +45,15 @@ def cpu_is_shared(others_running: int, cpus: int) -> bool:
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it)."""
+    """The CPUs this process may run on (its affinity where the platform tells it).
+
+    Returns:
+        The count, at least 1.
+
+    Example:
+        >>> available_cpus() >= 1
+        True
+    """
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 

@@ -82,8 +82,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              f"and {_argtypes.JOBS_PER_CPU} x the CPUs unless --force-jobs)")
     parser.add_argument("--jobs", type=_processes, default=None, metavar="N",
                         help="with --backend local: train each rung's trials on N worker processes, one thread "
-                             "each (same results for every N, bit for bit; not always bit-identical to the default "
-                             "single process, which uses PyTorch's default threads); at most --configs and "
+                             "each (with two CPUs per worker, each evaluates a trial on a second thread while it "
+                             "trains the next; same results for every N, bit for bit; not always bit-identical to "
+                             "the default single process, which uses PyTorch's default threads); at most --configs and "
                              f"{_argtypes.JOBS_PER_CPU} x the CPUs unless --force-jobs")
     parser.add_argument("--force-jobs", action="store_true",
                         help=f"allow --jobs/--workers above {_argtypes.JOBS_PER_CPU} x the CPUs this process may use "

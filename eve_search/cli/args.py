@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from eve_search._openmp import available_cpus
 from eve_search.engine import MAX_JOBS
 
 __all__ = [
@@ -106,19 +107,6 @@ MAX_DIMS = 100
 MAX_DIM = 10**8
 
 _MAX_DIGITS = 40  # longer integers are beyond every limit here (and beyond int()'s own 4300-digit cap)
-
-
-def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the platform tells it).
-
-    Returns:
-        The count, at least 1.
-
-    Example:
-        >>> available_cpus() >= 1
-        True
-    """
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 # Parsing -----------------------------------------------------------------------------------------

@@ -17,24 +17,40 @@ Every worker runs PyTorch with one intra-op thread, so a trial's arithmetic does
 worker trains it or how many there are: ``--jobs 1`` and ``--jobs 4`` give the same results, bit for
 bit. One thread is not always bit-identical to the default two-thread process (a reduction may be
 split differently), which is why ``--jobs`` is opt-in and the default stays in-process.
+
+Where the machine has a CPU to spare for every worker (twice as many CPUs as workers, e.g. ``--jobs 1``
+on two), a worker evaluates each trial on a second thread while its main thread trains the next one
+(:func:`evaluates_beside`). Each operation still runs on the one thread that calls it, so the results
+are the same bit for bit; only the validation pass (a third to half of a short rung's time on the
+Adult network) leaves the critical path. A trial's result therefore comes back with the next job's
+(or, for a worker's last job of a rung, once it is evaluated).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import multiprocessing
 import os
 import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+import traceback
+from collections.abc import Sequence
+from concurrent.futures import (
+    CancelledError,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from eve_search._checks import check_int
-from eve_search._openmp import child_environment
+from eve_search._openmp import available_cpus, child_environment
 from eve_search.engine import MAX_JOBS
 
-__all__ = ["TrialJob", "TrialWorkers", "check_jobs", "start_worker_server"]
+__all__ = ["TrialJob", "TrialWorkers", "check_jobs", "evaluates_beside", "start_worker_server"]
 
 # What the process workers are forked from imports once (PyTorch and torch._dynamo, which any
 # torch.optim optimizer imports on first use, take about 2.5 s here), so a worker starts in
@@ -50,6 +66,24 @@ def check_jobs(jobs: Any) -> int:
         raise ValueError(f"Invalid jobs: {jobs!r} (expected at most {MAX_JOBS} worker processes: each is a "
                          "process holding its own PyTorch)")
     return jobs
+
+
+def evaluates_beside(jobs: int, cpus: int) -> bool:
+    """Whether each of ``jobs`` workers evaluates a trial on a second thread while it trains the next:
+    when there are at least two CPUs per worker, so the second thread takes a CPU that would idle.
+
+    Args:
+        jobs: worker processes.
+        cpus: the CPUs the sweep may run on.
+
+    Returns:
+        True when ``cpus >= 2 * jobs``.
+
+    Example:
+        >>> evaluates_beside(jobs=1, cpus=2), evaluates_beside(jobs=2, cpus=2), evaluates_beside(jobs=4, cpus=16)
+        (True, False, True)
+    """
+    return cpus >= 2 * jobs
 
 
 @dataclass(frozen=True)
@@ -103,13 +137,13 @@ def _exit_with_parent(parent: int, started: str | None) -> None:
 
 
 def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, parent: int,
-                  started: str | None, keep_bytes: int = 0) -> None:
+                  started: str | None, keep_bytes: int = 0, beside: bool = False) -> None:
     import torch
 
     threading.Thread(target=_exit_with_parent, args=(parent, started), name="eve-search-parent-watch",
                      daemon=True).start()
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # (a thread PyTorch has not seen yet takes this count at its first operation)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:
@@ -118,6 +152,8 @@ def _start_worker(task: Any, data_dir: Path | None, optimizer: str | None, paren
 
     _STATE["task"], _STATE["data"] = task, task.data(data_dir)
     _STATE["kept"] = KeptTrials(keep_bytes)
+    _STATE["pending"] = []  # (key, job, trial, future of its metrics), in the order they were handed in
+    _STATE["beside"] = ThreadPoolExecutor(1, thread_name_prefix="eve-search-evaluate") if beside else None
     if optimizer is not None:
         from eve_search.engine.trial import warm_up
 
@@ -128,11 +164,19 @@ def _started() -> int:
     return os.getpid()
 
 
-def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, bytes | None]:
-    """Train ``job``'s trial to its last budget and evaluate it; the checkpoint bytes come back only
-    when this worker cannot keep the trial (None: kept here, see :func:`_save`)."""
+# What a worker call returns: (key, True, value) or (key, False, (error, its traceback as text)) for
+# each call whose answer is ready, its own and those of trials evaluated beside the training since.
+Answer = tuple[int, bool, Any]
+
+
+def _failed(key: int, error: BaseException) -> Answer:
+    return key, False, (error, "".join(traceback.format_exception(error)))
+
+
+def _trained(job: TrialJob) -> Any:
+    """``job``'s trial, trained to its last budget."""
     from eve_search.engine.checkpoint import CheckpointError
-    from eve_search.engine.trial import Trial, trial_bytes
+    from eve_search.engine.trial import Trial
 
     task, data, kept = _STATE["task"], _STATE["data"], _STATE["kept"]
     for index in job.forget:
@@ -157,25 +201,79 @@ def _train(job: TrialJob) -> tuple[float, dict[str, float], float, float, int, b
     for budget in job.budgets:
         if trial.budget < budget:
             trial.train_to(budget)
-    metrics = trial.evaluate()
+    return trial
+
+
+def _result(key: int, job: TrialJob, trial: Any, metrics: dict[str, float]) -> Answer:
+    """``job``'s answer: (score, validation metrics, charged units, wall seconds, backward passes,
+    checkpoint bytes, or None when this worker keeps the trial, see :func:`_save`)."""
+    from eve_search.engine.trial import trial_bytes
+
+    kept = _STATE["kept"]
     checkpoint = None if job.keep and kept.keep(job.index, trial, trial_bytes(trial)) else trial.to_bytes()
-    return trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds, trial.meter.backward_passes, checkpoint
+    return key, True, (trial.score(metrics), metrics, trial.charged_units, trial.wall_seconds,
+                       trial.meter.backward_passes, checkpoint)
 
 
-def _save(index: int) -> bytes | None:
+def _collect() -> list[Answer]:
+    """The answers of the trials being evaluated beside the training, waiting for each."""
+    answers, pending = [], _STATE["pending"]
+    while pending:
+        key, job, trial, metrics = pending.pop(0)
+        try:
+            answers.append(_result(key, job, trial, metrics.result()))
+        except Exception as error:  # noqa: BLE001 the engine raises it, as it would the job's own
+            answers.append(_failed(key, error))
+    return answers
+
+
+def _train(key: int, job: TrialJob, last: bool = True) -> list[Answer]:
+    """Train ``job``'s trial and evaluate it, here or (with a spare CPU) on the second thread while the
+    next job trains: then its answer comes with the next call's, or at once when ``last``."""
+    answers = []
+    if any(pending[1].index == job.index or pending[1].index in job.forget for pending in _STATE["pending"]):
+        answers = _collect()  # (the engine never sends these, but a trial is never continued while evaluated)
+    try:
+        trial = _trained(job)
+        beside = _STATE["beside"]
+        if beside is None:
+            return [*answers, _result(key, job, trial, trial.evaluate())]
+        answers += _collect()  # the previous trial's, evaluated while this one trained
+        _STATE["pending"].append((key, job, trial, beside.submit(trial.evaluate)))
+        return (answers + _collect()) if last else answers
+    except Exception as error:  # noqa: BLE001 the engine raises it, as it would in-process
+        return [*answers, *_collect(), _failed(key, error)]
+
+
+def _save(key: int, index: int) -> list[Answer]:
     """The checkpoint bytes of kept trial ``index`` (which stays kept), or None when this worker does
     not hold it."""
+    answers = _collect()
     held = _STATE["kept"].get(index)
-    return None if held is None else held.to_bytes()
+    try:
+        return [*answers, (key, True, None if held is None else held.to_bytes())]
+    except Exception as error:  # noqa: BLE001
+        return [*answers, _failed(key, error)]
 
 
-def _calibrate(job: TrialJob) -> tuple[float, dict[str, Any] | None]:
+def _calibrate(key: int, job: TrialJob) -> list[Answer]:
     from eve_search.engine.trial import Trial
 
-    probe = Trial(_STATE["task"], job.config, job.optimizer, seed=job.seed, index=job.index, cost_mode="measured",
-                  data=_STATE["data"])
-    ratio = probe.calibrate()
-    return ratio, probe.last_calibration
+    answers = _collect()
+    try:
+        probe = Trial(_STATE["task"], job.config, job.optimizer, seed=job.seed, index=job.index,
+                      cost_mode="measured", data=_STATE["data"])
+        ratio = probe.calibrate()
+        return [*answers, (key, True, (ratio, probe.last_calibration))]
+    except Exception as error:  # noqa: BLE001
+        return [*answers, _failed(key, error)]
+
+
+class _RemoteTraceback(Exception):
+    """The worker's traceback of an error, as its cause (as :mod:`concurrent.futures.process` shows one)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def _context() -> Any:
@@ -206,20 +304,32 @@ class TrialWorkers:
     its first job, so their start-up runs side by side instead of one worker per first job. Each has
     a queue of its own (work is handed to a chosen worker, the one that holds a trial) and keeps the
     trials it trained within ``keep_bytes / jobs`` (default: the in-process engine's ``KEEP_BYTES``).
+    ``beside``: whether each worker evaluates a trial on a second thread while it trains the next
+    (default: :func:`evaluates_beside` of ``jobs`` and the CPUs this process may use); the results
+    are the same either way.
     """
 
     def __init__(self, task: Any, jobs: int, data_dir: Path | None = None, *, optimizer: str | None = None,
-                 keep_bytes: int | None = None) -> None:
+                 keep_bytes: int | None = None, beside: bool | None = None) -> None:
         self.jobs = check_jobs(jobs)
         if keep_bytes is None:  # (imported here: the fork server starts before this process imports PyTorch)
             from eve_search.engine.trial import KEEP_BYTES
 
             keep_bytes = KEEP_BYTES
         check_int("keep_bytes", keep_bytes, 0)
+        if beside is None:
+            beside = evaluates_beside(self.jobs, available_cpus())
+        elif not isinstance(beside, bool):
+            raise ValueError(f"Invalid beside: {beside!r} (expected True, False or None)")
+        self.beside = beside
         parent = (os.getpid(), _started_at(os.getpid()))
         self._pools = [ProcessPoolExecutor(max_workers=1, mp_context=_context(), initializer=_start_worker,
-                                           initargs=(task, data_dir, optimizer, *parent, keep_bytes // self.jobs))
+                                           initargs=(task, data_dir, optimizer, *parent, keep_bytes // self.jobs,
+                                                     beside))
                        for _ in range(self.jobs)]
+        self._keys = itertools.count()
+        self._lock = threading.Lock()
+        self._waiting: list[dict[int, Future]] = [{} for _ in range(self.jobs)]  # per worker: key -> answer
         # A pool starts its process at its first submission: one cheap call each starts them all.
         with child_environment():
             self._started = [pool.submit(_started) for pool in self._pools]
@@ -233,22 +343,80 @@ class TrialWorkers:
     def train(self, job: TrialJob, worker: int = 0) -> Future:
         """A future of (score, validation metrics, charged units, wall seconds, backward passes, checkpoint
         bytes, or None when worker ``worker`` keeps the trial)."""
-        return self._pools[worker].submit(_train, job)
+        return self.train_all([(job, worker)])[0]
+
+    def train_all(self, work: Sequence[tuple[TrialJob, int]]) -> list[Future]:
+        """Hand each (job, worker) pair to its worker, in order; one future per pair, as :meth:`train`'s.
+
+        A worker that evaluates beside its training answers each job with the next one handed to it in
+        this call, and its last one as soon as it is evaluated.
+        """
+        last = {worker: position for position, (_, worker) in enumerate(work)}
+        return [self._call(worker, _train, job, last[worker] == position)
+                for position, (job, worker) in enumerate(work)]
 
     def save(self, worker: int, index: int) -> Future:
         """A future of the checkpoint bytes of trial ``index``, kept by worker ``worker`` (None if it does
         not hold it), after the work already handed to that worker."""
-        return self._pools[worker].submit(_save, index)
+        return self._call(worker, _save, index)
 
     def calibrate(self, job: TrialJob) -> Future:
         """A future of (ratio, calibration report) measured in a worker, as its trials will train."""
-        return self._pools[0].submit(_calibrate, job)
+        return self._call(0, _calibrate, job)
+
+    def _call(self, worker: int, function: Any, *args: Any) -> Future:
+        """Run ``function(key, *args)`` on ``worker``; a future of the answer for ``key``, which may come
+        back with this call or a later one."""
+        key = next(self._keys)
+        answer: Future = Future()
+        with self._lock:
+            self._waiting[worker][key] = answer
+        try:
+            call = self._pools[worker].submit(function, key, *args)
+        except BaseException:
+            with self._lock:
+                self._waiting[worker].pop(key, None)
+            raise
+        call.add_done_callback(functools.partial(self._deliver, worker, key))
+        return answer
+
+    def _deliver(self, worker: int, key: int, call: Future) -> None:
+        """Settle the answers ``call`` brought back. A call that brought none back (the worker died, the
+        call was cancelled, its answer could not be sent) settles every answer still owed up to its own
+        with what happened to it."""
+        try:
+            answers = call.result()
+        except BaseException as error:  # noqa: BLE001 handed to whoever waits for those answers
+            with self._lock:
+                owed = [k for k in self._waiting[worker] if k <= key]
+            answers = [(k, False, error) for k in owed]
+        for k, ok, value in answers:
+            with self._lock:
+                answer = self._waiting[worker].pop(k, None)
+            if answer is None:
+                continue
+            if ok:
+                answer.set_result(value)
+            elif isinstance(value, CancelledError):
+                answer.cancel()
+            elif isinstance(value, BaseException):
+                answer.set_exception(value)
+            else:
+                error, text = value
+                error.__cause__ = _RemoteTraceback(text)
+                answer.set_exception(error)
 
     def close(self) -> None:
         for pool in self._pools:
             pool.shutdown(wait=False, cancel_futures=True)
         for pool in self._pools:
             pool.shutdown(wait=True)
+        with self._lock:  # (a train_all's answers all come back; anything still owed is cancelled)
+            owed = [answer for waiting in self._waiting for answer in waiting.values()]
+            for waiting in self._waiting:
+                waiting.clear()
+        for answer in owed:
+            answer.cancel()
 
     def __enter__(self) -> TrialWorkers:  # noqa: PYI034
         return self

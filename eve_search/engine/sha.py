@@ -345,22 +345,23 @@ class SynchronousSuccessiveHalving:
         cost = self.job_cost or (lambda index: 1.0)
         order = sorted(indices, key=lambda index: -cost(index))
         loads = [0.0] * self.workers.jobs
-        futures = {}
+        work = []
         for index in order:
-            work = max(cost(index), 1e-12)
+            units = max(cost(index), 1e-12)
             worker = min(range(len(loads)), key=loads.__getitem__)
             holder = self._holder.pop(index, None)
             if holder is not None:
-                if loads[holder] <= loads[worker] + work:
+                if loads[holder] <= loads[worker] + units:
                     worker = holder
                 else:  # moved: read back from the checkpoint made when it was promoted
                     self._write_saved([index])
                     self._forget.setdefault(holder, []).append(index)
-            loads[worker] += work
-            job = replace(self.make_job(index, rung), forget=tuple(self._forget.pop(worker, ())), keep=self._defer)
-            futures[index] = (worker, self.workers.train(job, worker))
+            loads[worker] += units
+            work.append((replace(self.make_job(index, rung), forget=tuple(self._forget.pop(worker, ())),
+                                 keep=self._defer), worker))
+        futures = self.workers.train_all(work)
         self._write_saved(list(self._saving))  # the workers make them before this rung's work
-        return futures
+        return {job.index: (worker, future) for (job, worker), future in zip(work, futures, strict=True)}
 
     def _fetch(self, index: int) -> bytes | None:
         """The checkpoint bytes of trial ``index`` from the worker that keeps it (after the work already

@@ -83,7 +83,8 @@ class Task:
             weights come from ``generator`` only (one seed, one network).
         loss: ``loss(model, x, y)``, the training loss on a minibatch (default: cross-entropy).
         metrics: ``metrics(model, x, y)``, a dict of floats on a whole split, run without gradients
-            (default: accuracy and loss). It must contain ``metric``.
+            (default: accuracy and loss). It must contain ``metric``. A ``--jobs`` worker may run it
+            on a second thread while another trial trains, so it must not change shared state.
         metric: the validation metric the search ranks by; ``mode``: ``"max"`` or ``"min"``.
         batch_size: the training minibatch size.
         cost_key: configurations with the same key cost the same per pass, so they share one

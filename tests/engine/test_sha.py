@@ -301,16 +301,23 @@ class InlineWorkers:
 
         self.jobs, self._workers, self._future = jobs, _workers, Future
         task = get_task("tiny")
-        self.memories = [{"task": task, "data": task.data(None), "kept": KeptTrials(keep_bytes // jobs)}
-                         for _ in range(jobs)]
+        self.memories = [{"task": task, "data": task.data(None), "kept": KeptTrials(keep_bytes // jobs),
+                          "pending": [], "beside": None} for _ in range(jobs)]
         self.log = []  # (what, worker, index, forget)
+        self._keys = iter(range(10**9))
 
     def _run(self, worker, function, argument):
         self._workers._STATE.clear()
         self._workers._STATE.update(self.memories[worker])
+        key = next(self._keys)
+        [(answered, ok, value)] = function(key, argument)
+        assert answered == key and ok, value
         future = self._future()
-        future.set_result(function(argument))
+        future.set_result(value)
         return future
+
+    def train_all(self, work):
+        return [self.train(job, worker) for job, worker in work]
 
     def train(self, job, worker=0):
         self.log.append(("train", worker, job.index, job.forget))

@@ -147,3 +147,124 @@ def test_workers_that_keep_their_trials_give_the_sweep_of_workers_that_send_ever
     sent = run(tmp_path, "sent", 2)
     assert checkpoints and all(checkpoints)
     assert kept == sent
+
+
+def where_evaluated(model, x, y):
+    """The tiny task's metrics, and whether they were computed on the worker's main thread."""
+    import threading
+
+    from eve_search.tasks._task import classification_metrics
+
+    return {**classification_metrics(model, x, y),
+            "on_main_thread": float(threading.current_thread() is threading.main_thread())}
+
+
+def tiny_jobs(configs):
+    from eve_search.engine._workers import TrialJob
+
+    return [TrialJob(index=index, config=config, optimizer="adam", seed=0, cost_mode="calibrated",
+                     backward_ratio=2.0, owner="", checkpoint=None, budgets=(30, 60))
+            for index, config in enumerate(configs)]
+
+
+def answers_of(futures):
+    """Each future's answer, or the type and text of what it raised."""
+    settled = []
+    for future in futures:
+        try:
+            settled.append(future.result(timeout=120))
+        except Exception as error:  # noqa: BLE001
+            settled.append((type(error).__name__, str(error)))
+    return settled
+
+
+@pytest.mark.parametrize("optimizer", ["eve", "adam"])
+def test_workers_that_evaluate_beside_their_training_give_the_same_sweep_bit_for_bit(tmp_path, monkeypatch,
+                                                                                   optimizer):
+    import functools
+
+    from eve_search.engine import sweep as module
+
+    workers = module.TrialWorkers
+    sweeps = {}
+    for name, jobs, beside in [("one-beside", 1, True), ("one-inline", 1, False), ("two-beside", 2, True),
+                               ("two-inline", 2, False)]:
+        monkeypatch.setattr(module, "TrialWorkers", functools.partial(workers, beside=beside))
+        sweeps[name] = run(tmp_path, name, jobs, optimizer=optimizer)
+    reference = sweeps.pop("two-inline")
+    assert all(sweep == reference for sweep in sweeps.values())
+    assert [r["trials"] for r in reference[0]["rungs"]] == [9, 3, 1]
+
+
+def test_a_worker_evaluates_each_trial_on_its_second_thread_while_the_next_trains_and_answers_them_all():
+    import dataclasses
+
+    import tests.tiny_task  # noqa: F401 registers the tiny space's task
+    from eve_search.engine._workers import TrialWorkers
+    from eve_search.tasks import get_task
+
+    task = dataclasses.replace(get_task("tiny"), metrics=where_evaluated, _cache={})
+    configs = [{"width": width, "depth": 1, "lr": lr, "weight_decay": 1e-4}
+               for width, lr in [(8, 1e-2), (16, 3e-3), (8, 2e-2), (16, 1e-2), (8, 5e-3)]]
+    results = {}
+    for beside in (True, False):
+        with TrialWorkers(task, 1, beside=beside) as workers:
+            assert workers.beside is beside
+            results[beside] = answers_of(workers.train_all([(job, 0) for job in tiny_jobs(configs)]))
+    assert {metrics["on_main_thread"] for _, metrics, *_ in results[True]} == {0.0}
+    assert {metrics["on_main_thread"] for _, metrics, *_ in results[False]} == {1.0}
+
+    def without_thread(answer):
+        score, metrics, charged, _wall, backward, checkpoint = answer
+        return score, {k: v for k, v in metrics.items() if k != "on_main_thread"}, charged, backward, checkpoint
+
+    assert [without_thread(a) for a in results[True]] == [without_thread(a) for a in results[False]]
+    assert all(checkpoint is None for *_, checkpoint in results[True])  # every trial kept by its worker
+
+
+def test_a_failing_job_fails_alone_and_the_answers_evaluated_beside_it_still_come_back():
+    import tests.tiny_task  # noqa: F401
+    from eve_search.engine._workers import TrialWorkers
+    from eve_search.tasks import get_task
+
+    good = {"width": 8, "depth": 1, "lr": 1e-2, "weight_decay": 1e-4}
+    jobs = tiny_jobs([good, {"depth": 1, "lr": 1e-2, "weight_decay": 1e-4}, good])
+    with TrialWorkers(get_task("tiny"), 1, beside=True) as workers:
+        first, broken, third = answers_of(workers.train_all([(job, 0) for job in jobs]))
+        after = answers_of([workers.train(tiny_jobs([good])[0], 0)])[0]
+        saved = workers.save(0, 0).result(timeout=120)
+    assert broken == ("KeyError", "'width'")
+    assert len(first) == len(third) == 6 and 0 < third[0] <= 1
+    assert after == first  # trial 0 again: kept at that budget, so only evaluated again
+    assert saved is not None  # and its state comes back on request
+
+
+def test_answers_still_owed_when_a_worker_dies_or_the_workers_close_never_leave_a_waiter_hanging():
+    import os
+    import signal
+    import time
+
+    import tests.tiny_task  # noqa: F401
+    from eve_search.engine._workers import TrialWorkers
+    from eve_search.tasks import get_task
+
+    config = {"width": 16, "depth": 1, "lr": 1e-2, "weight_decay": 1e-4}
+    long_jobs = [dataclasses_replace(job, budgets=(100_000,)) for job in tiny_jobs([config] * 4)]
+    with TrialWorkers(get_task("tiny"), 1, beside=True) as workers:
+        workers.wait_until_ready()
+        futures = workers.train_all([(job, 0) for job in long_jobs])
+        time.sleep(0.2)
+        os.kill(workers._started[0].result(), signal.SIGKILL)
+        settled = answers_of(futures)
+    assert [name for name, _ in settled] == ["BrokenProcessPool"] * 4
+    workers = TrialWorkers(get_task("tiny"), 1, beside=True)
+    futures = workers.train_all([(dataclasses_replace(job, budgets=(2000,)), 0) for job in tiny_jobs([config] * 4)])
+    workers.close()  # cancels what has not started; what runs ends first
+    assert all(future.done() for future in futures)
+    assert any(future.cancelled() for future in futures)
+
+
+def dataclasses_replace(job, **changes):
+    import dataclasses
+
+    return dataclasses.replace(job, **changes)
