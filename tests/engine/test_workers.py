@@ -48,7 +48,13 @@ def test_workers_calibrate_where_the_trials_train(tmp_path):
     assert len(result["backward_ratios"]) >= 1 and all(r > 0 for r in result["backward_ratios"].values())
 
 
-def test_a_sweep_interrupted_with_workers_resumes_to_the_uninterrupted_result(tmp_path):
+@pytest.mark.parametrize("beside", [False, True])
+def test_a_sweep_interrupted_with_workers_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, beside):
+    import functools
+
+    from eve_search.engine import sweep as module
+
+    monkeypatch.setattr(module, "TrialWorkers", functools.partial(module.TrialWorkers, beside=beside))
     reference = run(tmp_path, "reference", 2)
     storage, checkpoints = f"sqlite:///{tmp_path / 'killed'}.db", tmp_path / "killed"
     results = []
@@ -76,7 +82,8 @@ def test_bad_jobs_are_named(jobs):
         check_jobs(jobs)
 
 
-def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_worker(tmp_path):
+@pytest.mark.parametrize("jobs", [1, 2])  # (one worker on two CPUs or more evaluates beside its training)
+def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_worker(tmp_path, jobs):
     import json
     import os
     import signal
@@ -87,7 +94,7 @@ def test_a_sweep_with_workers_killed_by_sigkill_resumes_exactly_and_leaves_no_wo
 
     root = Path(__file__).resolve().parents[2]
     common = [sys.executable, "-m", "eve_search.cli", "sweep", "--task", "tiny", "--plugin", "tests.tiny_task",
-              "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet", "--jobs", "2"]
+              "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet", "--jobs", str(jobs)]
 
     def summary(path):
         document = json.loads(path.read_text())["optimizers"]["eve"]

@@ -359,3 +359,47 @@ def test_a_waiting_trial_gives_up_its_actor_only_to_a_pending_trial_no_free_acto
     controller = _FakeController([me, pending])
     controller._resetting_trials.add(pending)  # "c" is taking a free actor already
     assert not scheduler._runnable(controller, me)
+
+
+def test_an_idle_trial_keeps_its_actor_when_every_pending_trial_has_a_free_actor_already():
+    """Between two results Tune asks whom to run next: a trial idle on its actor hands it over only to a
+    pending trial that no free actor will serve. Paused for one that Tune was already handing a cached
+    actor, its actor was one too many, Tune ended it, and the next rungs started replacement actors
+    that never trained (the demo sweep took 13-17 s through Ray instead of 10)."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
+    idle, pending = _FakeTrial("a", TuneTrial.RUNNING), _FakeTrial("c", TuneTrial.PENDING)
+    scheduler._status = lambda trial_id: "wait"
+    scheduler._idle, scheduler._trials = {"a"}, {"a": idle, "c": pending}
+    assert scheduler._handovers(_FakeController([idle, pending])) == [(pending, "a")]
+    controller = _FakeController([idle, pending])
+    controller._resetting_trials.add(pending)
+    assert scheduler._handovers(controller) == []
+    assert scheduler._handovers(_FakeController([idle, pending], cached=1)) == []
+    pausing = _FakeTrial("b", TuneTrial.RUNNING, saving=True)
+    scheduler._paused.add("b")  # told to pause earlier: its actor will serve "c"
+    assert scheduler._handovers(_FakeController([idle, pausing, pending])) == []
+    later = _FakeTrial("d", TuneTrial.PENDING)
+    scheduler._served.add("c")  # "c" was promised "b"'s actor; "d" still needs one
+    assert scheduler._handovers(_FakeController([idle, pausing, later, pending])) == [(later, "a")]
+
+
+def test_a_trial_whose_actor_is_being_constructed_is_not_chosen_to_take_a_free_one():
+    """Tune gives the trial it is told to run a free actor and ends the one it was constructing for it.
+    Chosen while its actor was still starting, a sweep's second trial lost that actor, then each
+    replacement in turn, and the whole sweep ran on one actor."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
+    starting, waiting, ready = (_FakeTrial(name, TuneTrial.PENDING) for name in "abc")
+    controller = _FakeController([starting, waiting, ready])
+    constructing, requested, started = object(), object(), object()
+    controller._trial_to_actor = {starting: constructing, waiting: requested, ready: started}
+    controller._started_actors = {started}
+    controller._actor_manager = type("Manager", (), {
+        "is_actor_started": staticmethod(lambda actor: actor in (constructing, started))})()
+    assert scheduler._actor_starting(controller, starting)
+    assert not scheduler._actor_starting(controller, waiting)  # only asked for: nothing is lost
+    assert not scheduler._actor_starting(controller, ready)
+    assert not scheduler._actor_starting(_FakeController([waiting]), waiting)  # a controller without them
