@@ -245,28 +245,34 @@ def _train(key: int, job: TrialJob, last: bool = True) -> list[Answer]:
         return [*answers, *_collect(), _failed(key, error)]
 
 
+def _answered(key: int, compute: Any) -> list[Answer]:
+    """The answers still owed by trials evaluated beside the training, then ``compute()``'s as ``key``'s."""
+    answers = _collect()
+    try:
+        return [*answers, (key, True, compute())]
+    except Exception as error:  # noqa: BLE001 the engine raises it, as it would in-process
+        return [*answers, _failed(key, error)]
+
+
 def _save(key: int, index: int) -> list[Answer]:
     """The checkpoint bytes of kept trial ``index`` (which stays kept), or None when this worker does
     not hold it."""
-    answers = _collect()
-    held = _STATE["kept"].get(index)
-    try:
-        return [*answers, (key, True, None if held is None else held.to_bytes())]
-    except Exception as error:  # noqa: BLE001
-        return [*answers, _failed(key, error)]
+    def content() -> bytes | None:
+        held = _STATE["kept"].get(index)  # (read once the trials evaluated beside are kept)
+        return None if held is None else held.to_bytes()
+
+    return _answered(key, content)
 
 
 def _calibrate(key: int, job: TrialJob) -> list[Answer]:
     from eve_search.engine.trial import Trial
 
-    answers = _collect()
-    try:
+    def measure() -> tuple[float, dict[str, Any] | None]:
         probe = Trial(_STATE["task"], job.config, job.optimizer, seed=job.seed, index=job.index,
                       cost_mode="measured", data=_STATE["data"])
-        ratio = probe.calibrate()
-        return [*answers, (key, True, (ratio, probe.last_calibration))]
-    except Exception as error:  # noqa: BLE001
-        return [*answers, _failed(key, error)]
+        return probe.calibrate(), probe.last_calibration
+
+    return _answered(key, measure)
 
 
 class _RemoteTraceback(Exception):

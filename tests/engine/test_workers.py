@@ -1,5 +1,7 @@
 """`--jobs N`: a rung's trials trained on worker processes (one thread each), recorded in rung order."""
 
+import dataclasses
+
 import pytest
 
 from eve_search.engine._workers import check_jobs
@@ -204,8 +206,6 @@ def test_workers_that_evaluate_beside_their_training_give_the_same_sweep_bit_for
 
 
 def test_a_worker_evaluates_each_trial_on_its_second_thread_while_the_next_trains_and_answers_them_all():
-    import dataclasses
-
     import tests.tiny_task  # noqa: F401 registers the tiny space's task
     from eve_search.engine._workers import TrialWorkers
     from eve_search.tasks import get_task
@@ -256,7 +256,7 @@ def test_answers_still_owed_when_a_worker_dies_or_the_workers_close_never_leave_
     from eve_search.tasks import get_task
 
     config = {"width": 16, "depth": 1, "lr": 1e-2, "weight_decay": 1e-4}
-    long_jobs = [dataclasses_replace(job, budgets=(100_000,)) for job in tiny_jobs([config] * 4)]
+    long_jobs = [dataclasses.replace(job, budgets=(100_000,)) for job in tiny_jobs([config] * 4)]
     with TrialWorkers(get_task("tiny"), 1, beside=True) as workers:
         workers.wait_until_ready()
         futures = workers.train_all([(job, 0) for job in long_jobs])
@@ -265,13 +265,7 @@ def test_answers_still_owed_when_a_worker_dies_or_the_workers_close_never_leave_
         settled = answers_of(futures)
     assert [name for name, _ in settled] == ["BrokenProcessPool"] * 4
     workers = TrialWorkers(get_task("tiny"), 1, beside=True)
-    futures = workers.train_all([(dataclasses_replace(job, budgets=(2000,)), 0) for job in tiny_jobs([config] * 4)])
+    futures = workers.train_all([(dataclasses.replace(job, budgets=(2000,)), 0) for job in tiny_jobs([config] * 4)])
     workers.close()  # cancels what has not started; what runs ends first
     assert all(future.done() for future in futures)
     assert any(future.cancelled() for future in futures)
-
-
-def dataclasses_replace(job, **changes):
-    import dataclasses
-
-    return dataclasses.replace(job, **changes)
