@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import ray
 from ray import tune
+from ray.tune.execution import class_cache
 
+from eve_search.integrations._ray_sweep import _plain_actor_environment
 from eve_search.integrations.ray import (
     STATE_FILE,
     EveTrainable,
@@ -38,6 +40,7 @@ from tests.integrations.ray_helpers import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+TUNE_DEFAULT_ENV = dict(class_cache.DEFAULT_ENV_VARS)  # what Tune gives every trainable actor, as imported
 RUNGS = (100, 300, 900)
 
 
@@ -246,6 +249,31 @@ def test_local_and_ray_backends_agree(ray_address, tmp_path):
     assert len(trials) == 9 and not [path for path in trials if list(path.glob("result.json"))]
     assert not [path for path in trials if list(path.glob("progress.csv")) or list(path.glob("events.out.tfevents*"))]
     assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ and "RAY_AIR_NEW_OUTPUT" not in os.environ
+    assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
+
+
+class EnvironmentTrainable(tune.Trainable):
+    """Reports the variable Tune gives its trainable actors by default."""
+
+    def step(self):
+        return {"pl_disable_fork": os.environ.get("PL_DISABLE_FORK", ""), "done": True}
+
+
+def test_the_sweeps_actors_get_no_tune_environment_and_tune_keeps_its_own(ray_address, tmp_path):
+    def actor_variable(name):
+        tuner = tune.Tuner(EnvironmentTrainable, run_config=tune.RunConfig(name=name, storage_path=str(tmp_path),
+                                                                           verbose=0))
+        [result] = tuner.fit()
+        return result.metrics["pl_disable_fork"]
+
+    with _plain_actor_environment():
+        assert class_cache.DEFAULT_ENV_VARS == {}
+        assert actor_variable("plain") == ""
+    assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
+    assert actor_variable("tune") == TUNE_DEFAULT_ENV["PL_DISABLE_FORK"]  # another Tune run keeps Tune's own
+    with pytest.raises(KeyboardInterrupt), _plain_actor_environment():
+        raise KeyboardInterrupt
+    assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
 
 
 def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_other(ray_address, tmp_path):
