@@ -231,8 +231,10 @@ _TUNE_ENVIRONMENT = {"RAY_AIR_NEW_OUTPUT": "0", "TUNE_DISABLE_AUTO_CALLBACK_LOGG
 
 
 @contextlib.contextmanager
-def _plain_actor_environment() -> Iterator[None]:
-    """While the sweep's tuner runs, Tune gives its trainable actors no environment variables of its own.
+def _tune_settings() -> Iterator[None]:
+    """The sweep's own settings of Tune while its tuner runs, all put back afterwards, whatever happens:
+    :data:`_TUNE_ENVIRONMENT`, Tune's and Train's loggers at ``ERROR`` (the sweep's own progress and table
+    replace Tune's notices), and no environment variables of Tune's own for its trainable actors.
 
     Tune's actor class cache adds ``PL_DISABLE_FORK=1`` (for PyTorch Lightning, which these actors never
     run: :class:`~eve_search.engine.trial.Trial` trains with its own loop) to every trainable actor's
@@ -242,11 +244,10 @@ def _plain_actor_environment() -> Iterator[None]:
     the first actors take the workers Ray already started: on the 2-core machine they ran their first
     method 0.9-1.3 s after the clock started instead of 1.6-1.8 s.
 
-    The dict is Tune's module-level ``DEFAULT_ENV_VARS``; it is emptied for the duration and restored
-    afterwards, whatever happens (a Tune run in another thread of this process at the same moment would
-    miss the variable too). Variables Tune copies from this process's environment (cloud credentials)
-    are untouched, and a runtime environment of the job (``ray.init(runtime_env=...)``) still applies.
-    Where Tune has no such dict, nothing changes.
+    That dict is Tune's module-level ``DEFAULT_ENV_VARS``, emptied for the duration (a Tune run in another
+    thread of this process at the same moment would miss the variable too). Variables Tune copies from
+    this process's environment (cloud credentials) are untouched, and a runtime environment of the job
+    (``ray.init(runtime_env=...)``) still applies. Where Tune has no such dict, it is left alone.
     """
     try:
         from ray.tune.execution import class_cache
@@ -255,15 +256,27 @@ def _plain_actor_environment() -> Iterator[None]:
     except (ImportError, AttributeError):
         defaults = None
     if not isinstance(defaults, dict):
-        yield
-        return
-    kept = dict(defaults)
+        defaults = {}  # nothing of Tune's to empty
+    kept_defaults = dict(defaults)
+    saved = {name: os.environ.get(name) for name in _TUNE_ENVIRONMENT}
+    loggers = [logging.getLogger(name) for name in ("ray.tune", "ray.train")]
+    levels = [log.level for log in loggers]
+    os.environ.update(_TUNE_ENVIRONMENT)
+    for log in loggers:
+        log.setLevel(logging.ERROR)
     defaults.clear()
     try:
         yield
     finally:
         defaults.clear()
-        defaults.update(kept)
+        defaults.update(kept_defaults)
+        for log, level in zip(loggers, levels, strict=True):
+            log.setLevel(level)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _recorder(sweep: Sweep, rungs: tuple[int, ...], progress: ProgressCallback | None,
@@ -375,27 +388,14 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
             space[key] = tune.sample_from(lambda config, key=key: configs[config[INDEX_KEY]][key])
         tuner = tune.Tuner(trainable, param_space=space, run_config=run_config,
                            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True))
-    saved = {name: os.environ.get(name) for name in _TUNE_ENVIRONMENT}
-    os.environ.update(_TUNE_ENVIRONMENT)
-    loggers = [logging.getLogger(name) for name in ("ray.tune", "ray.train")]
-    levels = [log.level for log in loggers]
-    for log in loggers:  # the sweep's own progress and table replace Tune's notices
-        log.setLevel(logging.ERROR)
     try:
-        with _plain_actor_environment():
+        with _tune_settings():
             grid = tuner.fit()
     except BaseException:
         recorder.writer.shutdown(wait=True)
         raise
     finally:
         _LIVE.pop(recorder.token, None)
-        for log, level in zip(loggers, levels, strict=True):
-            log.setLevel(level)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
     for result in grid:  # trials this run never heard from (a restored run of a finished sweep)
         if result.metrics and "trial_id" in result.metrics:
             recorder.index.setdefault(result.metrics["trial_id"], int(result.config[INDEX_KEY]))

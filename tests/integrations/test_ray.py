@@ -18,7 +18,7 @@ import ray
 from ray import tune
 from ray.tune.execution import class_cache
 
-from eve_search.integrations._ray_sweep import _plain_actor_environment
+from eve_search.integrations._ray_sweep import _tune_settings
 from eve_search.integrations.ray import (
     STATE_FILE,
     EveTrainable,
@@ -266,12 +266,12 @@ def test_the_sweeps_actors_get_no_tune_environment_and_tune_keeps_its_own(ray_ad
         [result] = tuner.fit()
         return result.metrics["pl_disable_fork"]
 
-    with _plain_actor_environment():
+    with _tune_settings():
         assert class_cache.DEFAULT_ENV_VARS == {}
         assert actor_variable("plain") == ""
     assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
     assert actor_variable("tune") == TUNE_DEFAULT_ENV["PL_DISABLE_FORK"]  # another Tune run keeps Tune's own
-    with pytest.raises(KeyboardInterrupt), _plain_actor_environment():
+    with pytest.raises(KeyboardInterrupt), _tune_settings():
         raise KeyboardInterrupt
     assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
 
