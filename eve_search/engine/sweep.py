@@ -38,6 +38,7 @@ from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_
 from eve_search.tasks.spaces import Config, get_space
 from eve_search.engine.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
+from eve_search.engine.checkpoint import CheckpointError, load_state
 from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
 
 __all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
@@ -314,8 +315,10 @@ class Sweep:
 
     def test_best(self) -> None:
         """Score the test set once for the best validation result found (when its record has no test
-        metrics yet) and add them to that record: from the state :meth:`note_best` kept, else (a
-        resumed run) from :meth:`replay`, the trial retrained to that rung budget exactly."""
+        metrics yet) and add them to that record: from the state :meth:`note_best` kept, else from the
+        configuration's checkpoint when it holds that rung's state (a resumed run, or a best another
+        worker process trained, at the last rung), else from :meth:`replay`, the trial retrained to that
+        rung budget exactly."""
         details = self.store.rung_details()
         if not any(details.values()):
             return
@@ -332,8 +335,22 @@ class Sweep:
         elif isinstance(state, bytes):
             test = self.evaluate_checkpoint(index, state, "test")
         else:
-            test = self.replay(index, budget).evaluate("test")
+            test = self._test_from_checkpoint(index, budget)
+            if test is None:
+                test = self.replay(index, budget).evaluate("test")
         self.store.add_test(index, budget, test)
+
+    def _test_from_checkpoint(self, index: int, budget: int) -> dict[str, float] | None:
+        """Test metrics of configuration ``index`` from its checkpoint when that holds its state at
+        ``budget`` (equal, bit for bit, to a replay's); None when it does not (missing, at another
+        rung, unreadable, another trial's)."""
+        try:
+            content = Path(self.store.checkpoint_path(index)).read_bytes()
+            if load_state(content).get("budget") != budget:
+                return None
+            return self.evaluate_checkpoint(index, content, "test")
+        except (OSError, CheckpointError):
+            return None
 
     def replay(self, index: int, budget: int) -> Trial:
         """A fresh trial of configuration ``index`` trained through every rung budget up to ``budget``, in

@@ -8,7 +8,9 @@ to pop queued trials), records heartbeats for it while it trains, trains it to t
 (resumed from its checkpoint, never restarted), saves the checkpoint, writes the rung's details
 (user attribute ``rung_{budget}``) and score (intermediate value at ``step = budget``, the commit
 point), and puts it back to WAITING. Any worker may train any rung, so the work spreads evenly and no
-trial stays in memory between rungs.
+trial stays in memory between rungs. On SQLite and PostgreSQL the claim (with its first heartbeat) is
+one transaction, the result and the return to WAITING another, and the trials a rung ends are ended
+together in a third (:mod:`eve_search.engine._stores`); on another storage each is Optuna's own call.
 
 A rung is decided by the rung ledger (:mod:`eve_search.engine.ledger`) once every live trial of its cohort
 has reported; the ledger is rebuilt from the storage on every look, so workers share no state but the
@@ -45,7 +47,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from eve_search._checks import check_int, with_overrides
 from eve_search._openmp import child_environment
-from eve_search.engine._stores import record_results
+from eve_search.engine._stores import claim_at_once, end_waiting_at_once, record_results, requeue_at_once
 from eve_search.engine.checkpoint import CheckpointError, remove_checkpoint, save_atomically
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -189,8 +191,9 @@ class _Heartbeat:
                 except Exception:  # noqa: BLE001, S110 a missed beat is retried; a long outage makes the trial stale
                     pass
 
-    def hold(self, trial_id: int | None) -> None:
-        if trial_id is not None and self.interval > 0:
+    def hold(self, trial_id: int | None, *, beat: bool = True) -> None:
+        """Beat for ``trial_id`` from now on (None: for no trial); ``beat``: record one at once."""
+        if trial_id is not None and beat and self.interval > 0:
             self.storage.record_heartbeat(trial_id)
         self.trial_id = trial_id
 
@@ -298,8 +301,16 @@ class ShaWorker:
         """Take a WAITING trial (atomic WAITING -> RUNNING); its id, or None if another worker took it.
         Heartbeats are recorded for it until ``heartbeat.hold(None)``."""
         trial_id = self._trial_id(trial)
-        # A fresh heartbeat first: the last one may be old, and a trial must never be stale the moment
-        # it starts running (there is no window between the claim and the first heartbeat either).
+        attrs = {} if trial.user_attrs.get(WORKER_ATTR) == self.report.worker else {WORKER_ATTR: self.report.worker}
+        # One transaction where it can be: the claim, a fresh heartbeat (the last one may be old, and a
+        # trial must never be stale the moment it starts running) and the holder's name.
+        claimed = claim_at_once(self.storage, trial_id, heartbeat=heartbeat.interval > 0, attrs=attrs)
+        if claimed is not None:
+            if claimed:
+                heartbeat.hold(trial_id, beat=False)
+            return trial_id if claimed else None
+        # Through Optuna: the heartbeat first (there is no window between the claim and the first
+        # heartbeat either).
         heartbeat.hold(trial_id)
         try:
             claimed = self.storage.set_trial_state_values(trial_id, state=TrialState.RUNNING)
@@ -308,8 +319,8 @@ class ShaWorker:
         if not claimed:
             heartbeat.hold(None)
             return None
-        if trial.user_attrs.get(WORKER_ATTR) != self.report.worker:  # written only when the holder changes
-            self.storage.set_trial_user_attr(trial_id, WORKER_ATTR, self.report.worker)
+        for key, value in attrs.items():  # written only when the holder changes
+            self.storage.set_trial_user_attr(trial_id, key, value)
         return trial_id
 
     def _release(self, trial_id: int, heartbeat: _Heartbeat) -> None:
@@ -358,8 +369,9 @@ class ShaWorker:
             self._unsaved.add(index)  # its checkpoint waits for the rung's decision
         else:
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
-        # One transaction where it can be (the intermediate value is the commit point).
-        record_results(self.storage, [(trial_id, budget, details)])
+        # One transaction where it can be (the intermediate value is the commit point), which also puts
+        # the trial back in the queue (WAITING).
+        record_results(self.storage, [(trial_id, budget, details)], release=True)
         self.report.trained += 1
         return score
 
@@ -403,35 +415,51 @@ class ShaWorker:
         best = scores[rank_order(scores, self.mode)[0]]
         return None if math.isnan(best) else best
 
-    def _finish(self, view: _View, index: int, heartbeat: _Heartbeat) -> bool:
-        """End a configuration the ledger stopped (PRUNED) or completed (COMPLETE)."""
-        live = view.live(index)
-        if live is None or live.state != TrialState.WAITING:
-            return False
+    @staticmethod
+    def _ending(view: _View, index: int) -> tuple[TrialState, list[float] | None]:
+        """What Optuna's ``study.tell`` would store for a configuration the ledger ended: its final score
+        (FAIL for a non-finite one), or for a pruned one its last reported score when that is a number."""
+        if view.ledger.status(index) == "complete":
+            score = view.ledger.scores(len(view.ledger.rungs) - 1)[index]
+            return (TrialState.COMPLETE, [float(score)]) if math.isfinite(score) else (TrialState.FAIL, None)
+        last = _last_score(view, index)
+        return TrialState.PRUNED, None if last is None or math.isnan(last) else [last]
+
+    def _ended(self, index: int, state: TrialState) -> None:
+        if state == TrialState.PRUNED:
+            remove_checkpoint(self.checkpoint_path(index))  # a pruned trial never trains again
+            self.report.pruned += 1
+        else:
+            self.report.completed += 1
+
+    def _finish_all(self, view: _View, indices: list[int], heartbeat: _Heartbeat) -> int:
+        """End the configurations the ledger stopped (PRUNED) or completed (COMPLETE) whose trial waits in
+        the queue: in one transaction where the storage allows (each trial ended by the worker whose
+        update finds it still WAITING), else one by one. Returns how many this worker ended."""
+        waiting = {index: live for index in indices
+                   if (live := view.live(index)) is not None and live.state == TrialState.WAITING}
+        ends = {index: (self._trial_id(live), *self._ending(view, index)) for index, live in waiting.items()}
+        ended = end_waiting_at_once(self.storage, list(ends.values()))
+        if ended is None:
+            return sum(self._finish(view, index, live, heartbeat) for index, live in waiting.items())
+        for index, (trial_id, state, _) in ends.items():
+            if trial_id in ended:
+                self._ended(index, state)
+        return len(ended)
+
+    def _finish(self, view: _View, index: int, live: FrozenTrial, heartbeat: _Heartbeat) -> bool:
+        """End one configuration through Optuna's calls: claim its trial, then one call with what
+        ``study.tell`` would store."""
         if self._claim(live, heartbeat) is None:
             return False
-        status = view.ledger.status(index)
-        trial_id = self._trial_id(live)
+        state, values = self._ending(view, index)
         try:
-            # One storage call each, with what Optuna's study.tell would store: the final score, or for a
-            # pruned trial its last reported score when that is a number.
-            if status == "complete":
-                score = view.ledger.scores(len(self.rungs) - 1)[index]
-                if math.isfinite(score):
-                    self.storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [float(score)])
-                else:
-                    self.storage.set_trial_state_values(trial_id, TrialState.FAIL)
-                self.report.completed += 1
-            else:
-                last = _last_score(view, index)
-                self.storage.set_trial_state_values(trial_id, TrialState.PRUNED,
-                                                    None if last is None or math.isnan(last) else [last])
-                remove_checkpoint(self.checkpoint_path(index))  # a pruned trial never trains again
-                self.report.pruned += 1
+            self.storage.set_trial_state_values(self._trial_id(live), state, values)
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError):
             return False  # failed as stale while held (a stalled worker): its queued retry is ended instead
         finally:
             heartbeat.hold(None)
+        self._ended(index, state)
         return True
 
     def _work(self, view: _View, heartbeat: _Heartbeat, offset: int) -> int:
@@ -441,10 +469,8 @@ class ShaWorker:
         self._settle(view)
         order = list(range(self.trials))
         order = order[offset % len(order):] + order[:offset % len(order)]
-        done = 0
-        for index in order:
-            if ledger.status(index) in ("stopped", "complete") and self._finish(view, index, heartbeat):
-                done += 1
+        done = self._finish_all(view, [index for index in order if ledger.status(index) in ("stopped", "complete")],
+                                heartbeat)
         best = self._best(view)
         for index in order:
             rung = ledger.next_rung(index)
@@ -457,8 +483,8 @@ class ShaWorker:
             if live.system_attrs.get("failed_trial") is not None:
                 self.report.resumed += 1
             try:
-                score = self._train(index, rung, trial_id, best)
-                self._release(trial_id, heartbeat)
+                score = self._train(index, rung, trial_id, best)  # recorded and back in the queue
+                heartbeat.hold(None)
             except optuna.exceptions.UpdateFinishedTrialError:
                 heartbeat.hold(None)  # failed as stale while this worker trained it: its retry takes over
                 self._drop(index)
@@ -789,9 +815,14 @@ def _open_worker(job: _WorkerJob, sweep: Any = None) -> tuple[ShaWorker, Any]:
         sweep = Sweep(job.settings, job.task, job.data, configs, store)
     storage = worker_storage(job.url, heartbeat_interval=job.heartbeat_interval, grace_period=job.grace_period)
     study = optuna.load_study(study_name=sweep.store.name, storage=storage)
+    # As in the in-process engine, the test set is scored once at the end, for the best result found
+    # (Sweep.test_best), not at every improvement: this process keeps the state of the best result it
+    # trained (Sweep.note_best, which records nothing). A best another worker trained is read from its
+    # checkpoint, or replayed.
     worker = ShaWorker(study, storage, trials=len(sweep.configs), make_trial=sweep.make_trial,
                        checkpoint_path=sweep.store.checkpoint_path, rungs=job.settings.rungs,
-                       fraction=job.settings.fraction, mode=sweep.task.mode, details=_best_details(sweep.task),
+                       fraction=job.settings.fraction, mode=sweep.task.mode,
+                       details=lambda trial, metrics, best: sweep.note_best(trial, metrics),
                        poll_interval=job.poll_interval)
     return worker, sweep
 
@@ -807,11 +838,14 @@ def _release_unclaimed(sweep: Any, storage: optuna.storages.BaseStorage, study: 
     """The store creates one RUNNING trial per configuration; a trial no worker has claimed yet goes to
     the queue (WAITING), where workers claim it."""
     study_id = storage.get_study_id_from_name(study.study_name)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if "config_index" in trial.user_attrs and WORKER_ATTR not in trial.user_attrs and \
-                trial.system_attrs.get("failed_trial") is None:
-            storage.set_trial_state_values(storage.get_trial_id_from_study_id_trial_number(study_id, trial.number),
-                                           state=TrialState.WAITING)
+    ids = [trial._trial_id if isinstance(getattr(trial, "_trial_id", None), int)
+           else storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+           for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+           if "config_index" in trial.user_attrs and WORKER_ATTR not in trial.user_attrs and
+           trial.system_attrs.get("failed_trial") is None]
+    if not requeue_at_once(storage, ids):
+        for trial_id in ids:
+            storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
 
 
 def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[..., None] | None = None,
@@ -867,6 +901,7 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     before = _recorded_rungs(store)
     _run_workers(worker, job, workers, len(sweep.configs), progress, total_threads)
     reports = _rung_reports(worker.view().ledger)
+    sweep.test_best()
     winner = store.get("winner")
     if winner is None:
         winner = _record_winner(sweep, reports, lambda: elapsed_before + time.perf_counter() - started)

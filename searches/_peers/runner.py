@@ -224,10 +224,10 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     write = _optuna_driver.record_results
     now = {"cohort": 0, "logged": 0}
 
-    def logged(storage_: Any, results: list[tuple[int, int, dict[str, Any]]]) -> None:
+    def logged(storage_: Any, results: list[tuple[int, int, dict[str, Any]]], **options: Any) -> None:
         # Every rung result of the driver's worker is written through this one function (in one
         # transaction where it can): this log sees each, as it reaches the study.
-        write(storage_, results)
+        write(storage_, results, **options)
         for trial_id, budget, details in results:
             frozen = storage_.get_trial(trial_id)
             ctx.events.report(f"{now['cohort']}:{frozen.user_attrs.get('config_index')}", frozen.user_attrs["config"],

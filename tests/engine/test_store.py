@@ -188,6 +188,128 @@ def test_results_for_an_ended_trial_are_left_to_optuna_which_refuses_them(tmp_pa
     assert not record_results_at_once(storage, [])
 
 
+@pytest.fixture
+def away_from_utc(monkeypatch):
+    """The process's local time zone five hours west of UTC (no time-zone database needed)."""
+    import time
+
+    monkeypatch.setenv("TZ", "WST+5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _state_of(url, name="s"):
+    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    return [(t.state, t.values, t.user_attrs, t.intermediate_values, t.datetime_start is not None,
+             t.datetime_complete is not None) for t in trials]
+
+
+def _waiting_study(url, count):
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=1)
+    study = optuna.create_study(study_name="s", storage=storage)
+    ids = [study.ask()._trial_id for _ in range(count)]
+    for trial_id in ids:
+        storage.set_trial_state_values(trial_id, optuna.trial.TrialState.WAITING)
+    return storage, study, ids
+
+
+def test_a_claim_at_once_is_what_optunas_three_calls_leave_and_never_starts_stale(tmp_path):
+    import time
+
+    from eve_search.engine._stores import claim_at_once
+
+    states = optuna.trial.TrialState
+    stored = []
+    for fast in (True, False):
+        url = f"sqlite:///{tmp_path}/{fast}.db"
+        storage, study, ids = _waiting_study(url, 3)
+        storage.record_heartbeat(ids[0])  # an old heartbeat: the trial ran before, a while ago
+        time.sleep(1.2)
+        if fast:
+            assert claim_at_once(storage, ids[0], heartbeat=True, attrs={"worker": "host:1"}) is True
+            assert claim_at_once(storage, ids[1], heartbeat=False) is True
+            assert claim_at_once(storage, ids[0], heartbeat=True, attrs={"worker": "host:2"}) is False  # taken
+        else:
+            storage.record_heartbeat(ids[0])
+            assert storage.set_trial_state_values(ids[0], states.RUNNING)
+            storage.set_trial_user_attr(ids[0], "worker", "host:1")
+            assert storage.set_trial_state_values(ids[1], states.RUNNING)
+        # The claimed trial's heartbeat is new: it is not stale (the other one has none, as in Optuna).
+        assert optuna.storages.fail_stale_trials(study) is None and storage._get_stale_trial_ids(study._study_id) == []
+        stored.append(_state_of(url))
+    assert stored[0] == stored[1]
+    assert [row[0] for row in stored[0]] == [states.RUNNING, states.RUNNING, states.WAITING]
+    # An ended trial is not WAITING: not claimed. Not an RDB storage: the caller makes Optuna's calls.
+    study.tell(ids[0], 1.0)
+    assert claim_at_once(storage, ids[0], heartbeat=True) is False
+    assert claim_at_once(optuna.storages.InMemoryStorage(), 0, heartbeat=True) is None
+
+
+def test_results_recorded_with_release_go_back_to_the_queue_on_either_path(tmp_path, monkeypatch):
+    import eve_search.engine._stores as stores
+
+    details = {"score": 0.5, "val": {"accuracy": 0.5}}
+    stored = []
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.setattr(stores, "record_results_at_once", lambda *args, **kwargs: False)
+        url = f"sqlite:///{tmp_path}/{fast}.db"
+        storage, study, ids = _waiting_study(url, 2)
+        assert stores.claim_at_once(storage, ids[0], heartbeat=True) is True
+        stores.record_results(storage, [(ids[0], 10, details)], release=True)
+        stored.append(_state_of(url))
+    assert stored[0] == stored[1]
+    assert stored[0][0][0] == optuna.trial.TrialState.WAITING and stored[0][0][3] == {10: 0.5}
+
+
+def test_waiting_trials_ended_at_once_are_what_optunas_calls_leave_each_by_one_worker(tmp_path, away_from_utc):
+    import datetime
+
+    from eve_search.engine._stores import end_waiting_at_once
+
+    states = optuna.trial.TrialState
+    ends = [(0, states.PRUNED, [0.5]), (1, states.COMPLETE, [float("inf")]), (2, states.FAIL, None),
+            (3, states.PRUNED, None)]
+    stored = []
+    for fast in (True, False):
+        url = f"sqlite:///{tmp_path}/{fast}.db"
+        storage, study, ids = _waiting_study(url, 5)
+        named = [(ids[k], state, values) for k, state, values in ends]
+        if fast:
+            assert end_waiting_at_once(storage, named) == set(ids[:4])
+        else:
+            for trial_id, state, values in named:
+                assert storage.set_trial_state_values(trial_id, states.RUNNING)
+                storage.set_trial_state_values(trial_id, state, values)
+        trials = optuna.load_study(study_name="s", storage=url).get_trials(deepcopy=False)
+        # Stored in local time, as Optuna stores it (not UTC: five hours apart here).
+        now = datetime.datetime.now()
+        assert all(abs((t.datetime_complete - now).total_seconds()) < 60 for t in trials[:4])
+        stored.append(repr([(t.state, t.values) for t in trials]))
+    assert stored[0] == stored[1]
+    # A trial that is no longer WAITING (another worker ended it; this one claimed) is left as it is.
+    storage.set_trial_state_values(ids[4], states.RUNNING)
+    assert end_waiting_at_once(storage, [(ids[0], states.COMPLETE, [1.0]), (ids[4], states.PRUNED, None)]) == set()
+    assert _state_of(url)[4][0] == states.RUNNING and _state_of(url)[0][0] == states.PRUNED
+    assert end_waiting_at_once(storage, []) == set()
+    assert end_waiting_at_once(optuna.storages.InMemoryStorage(), [(0, states.PRUNED, None)]) is None
+
+
+def test_unclaimed_trials_requeued_at_once_leave_the_others(tmp_path):
+    from eve_search.engine._stores import requeue_at_once
+
+    states = optuna.trial.TrialState
+    storage, study, ids = _waiting_study(f"sqlite:///{tmp_path}/r.db", 3)
+    storage.set_trial_state_values(ids[0], states.RUNNING)
+    storage.set_trial_state_values(ids[1], states.RUNNING)
+    storage.set_trial_state_values(ids[1], states.COMPLETE, [1.0])
+    assert requeue_at_once(storage, [ids[0], ids[1], ids[0]])
+    assert [row[0] for row in _state_of(storage.url)] == [states.WAITING, states.COMPLETE, states.WAITING]
+    assert not requeue_at_once(optuna.storages.InMemoryStorage(), [0])
+
+
 def test_a_store_records_many_results_in_order_and_on_postgresql(postgres_url, tmp_path):
     store = open_store(postgres_url, tmp_path, name="sweep-many")
     details = [{"score": s, "val": {"accuracy": s}, "charged_units": 40.0, "wall_seconds": 0.1, "backward_passes": 3}
@@ -199,7 +321,7 @@ def test_a_store_records_many_results_in_order_and_on_postgresql(postgres_url, t
     assert [t.intermediate_values for t in study.trials] == [{40: 0.5}, {}, {40: 0.25}, {40: 0.75}]
 
 
-def test_trials_ended_at_once_are_what_optunas_own_calls_leave(tmp_path):
+def test_trials_ended_at_once_are_what_optunas_own_calls_leave(tmp_path, away_from_utc):
     from eve_search.engine._stores import end_trials_at_once
 
     states = optuna.trial.TrialState
@@ -218,6 +340,7 @@ def test_trials_ended_at_once_are_what_optunas_own_calls_leave(tmp_path):
             for trial_id, state, values in named:
                 storage.set_trial_state_values(trial_id, state, values)
         trials = optuna.load_study(study_name="s", storage=url).get_trials(deepcopy=False)
+        # In local time, as Optuna stores it (five hours from UTC here): never before the start.
         assert all(t.datetime_complete is not None and t.datetime_complete >= t.datetime_start for t in trials[:4])
         assert trials[4].datetime_complete is None
         stored.append(repr([(t.state, t.values) for t in trials]))

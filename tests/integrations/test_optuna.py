@@ -238,6 +238,56 @@ def test_one_worker_equals_the_local_engine(tmp_path):
     assert again.trained == 0 and _comparable(again) == _comparable(local)
 
 
+def test_the_driver_scores_the_test_set_as_often_as_the_local_engine(tmp_path, monkeypatch):
+    from eve_search.tasks import Task
+
+    splits = []
+    evaluate = Task.evaluate
+
+    def counting(self, model, data, split="val"):
+        splits.append(split)
+        return evaluate(self, model, data, split)
+
+    monkeypatch.setattr(Task, "evaluate", counting)
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    by_local = splits.count("test")
+    splits.clear()
+    sweep = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'optuna.db'}", checkpoint_dir=tmp_path / "b")
+    result = run_sweep_on_optuna(sweep, workers=1, heartbeat_interval=1)
+    assert _comparable(result) == _comparable(local)
+    # The best result found and the winner, each scored once (not every improvement on the way).
+    assert splits.count("test") == by_local == 2
+    assert [(budget, index) for index, rungs in sweep.store.rung_details().items() for budget, d in rungs.items()
+            if d.get("test") is not None] == [(result.best["budget"], result.best["index"])]
+
+
+@pytest.mark.parametrize("damaged", [False, True])
+def test_a_resumed_driver_scores_the_best_from_the_checkpoint_that_holds_it(tmp_path, monkeypatch, damaged):
+    """A best whose state this process did not keep (another worker trained it, or the process ended
+    before scoring it) is scored from its checkpoint when that holds its rung, without retraining; a
+    damaged checkpoint is replayed into the same test metrics."""
+    from eve_search.engine.sweep import Sweep
+    from eve_search.engine.trial import Trial
+
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    assert local.best["budget"] == 90  # this sweep's best is at its last rung, whose checkpoints the driver keeps
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b")
+    monkeypatch.setattr(Sweep, "test_best", lambda self: None)  # ended before the best's test set is scored
+    run_sweep_on_optuna(sweep, workers=1, heartbeat_interval=1)
+    monkeypatch.undo()
+    if damaged:
+        sweep.store.checkpoint_path(local.best["index"]).write_bytes(b"not a checkpoint")
+    trained = []
+    train_to = Trial.train_to
+    monkeypatch.setattr(Trial, "train_to", lambda self, budget: (trained.append(budget), train_to(self, budget))[1])
+    resumed = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b", resume=True))
+    assert trained == ([10, 30, 90] if damaged else [])
+    assert _comparable(resumed) == _comparable(local)
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
