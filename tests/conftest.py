@@ -21,6 +21,20 @@ def tiny_task() -> Task:
     return TINY_TASK
 
 
+@pytest.fixture
+def evaluated_splits(monkeypatch) -> list[str]:
+    """The splits every task evaluation of this test asks for, in order (``Task.evaluate`` counted)."""
+    splits: list[str] = []
+    evaluate = Task.evaluate
+
+    def counting(self, model, data, split="val"):
+        splits.append(split)
+        return evaluate(self, model, data, split)
+
+    monkeypatch.setattr(Task, "evaluate", counting)
+    return splits
+
+
 @pytest.fixture(scope="session")
 def postgres_url():
     """A PostgreSQL server started for this test session only (unix socket, random port)."""

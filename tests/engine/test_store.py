@@ -200,6 +200,11 @@ def away_from_utc(monkeypatch):
     time.tzset()
 
 
+# Trials ended with every kind of ending: (index of the trial, state, values).
+ENDS = [(0, optuna.trial.TrialState.PRUNED, [0.5]), (1, optuna.trial.TrialState.COMPLETE, [float("inf")]),
+        (2, optuna.trial.TrialState.FAIL, None), (3, optuna.trial.TrialState.PRUNED, None)]
+
+
 def _state_of(url, name="s"):
     trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
     return [(t.state, t.values, t.user_attrs, t.intermediate_values, t.datetime_start is not None,
@@ -270,13 +275,11 @@ def test_waiting_trials_ended_at_once_are_what_optunas_calls_leave_each_by_one_w
     from eve_search.engine._stores import end_waiting_at_once
 
     states = optuna.trial.TrialState
-    ends = [(0, states.PRUNED, [0.5]), (1, states.COMPLETE, [float("inf")]), (2, states.FAIL, None),
-            (3, states.PRUNED, None)]
     stored = []
     for fast in (True, False):
         url = f"sqlite:///{tmp_path}/{fast}.db"
         storage, study, ids = _waiting_study(url, 5)
-        named = [(ids[k], state, values) for k, state, values in ends]
+        named = [(ids[k], state, values) for k, state, values in ENDS]
         if fast:
             assert end_waiting_at_once(storage, named) == set(ids[:4])
         else:
@@ -325,15 +328,13 @@ def test_trials_ended_at_once_are_what_optunas_own_calls_leave(tmp_path, away_fr
     from eve_search.engine._stores import end_trials_at_once
 
     states = optuna.trial.TrialState
-    ends = [(0, states.PRUNED, [0.5]), (1, states.COMPLETE, [float("inf")]), (2, states.FAIL, None),
-            (3, states.PRUNED, None)]
     stored = []
     for fast in (True, False):
         url = f"sqlite:///{tmp_path}/{fast}.db"
         storage = optuna.storages.RDBStorage(url)
         study = optuna.create_study(study_name="s", storage=storage)
         ids = [study.ask()._trial_id for _ in range(5)]
-        named = [(ids[k], state, values) for k, state, values in ends]
+        named = [(ids[k], state, values) for k, state, values in ENDS]
         if fast:
             assert end_trials_at_once(storage, named)
         else:

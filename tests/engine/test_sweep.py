@@ -30,17 +30,8 @@ def _tested(sweep):
 
 
 @pytest.mark.parametrize("jobs", [None, 2])
-def test_the_test_set_is_scored_once_for_the_best_result_found(tmp_path, monkeypatch, jobs):
-    from eve_search.tasks import Task
-
-    splits = []
-    evaluate = Task.evaluate
-
-    def counting(self, model, data, split="val"):
-        splits.append(split)
-        return evaluate(self, model, data, split)
-
-    monkeypatch.setattr(Task, "evaluate", counting)
+def test_the_test_set_is_scored_once_for_the_best_result_found(tmp_path, evaluated_splits, jobs):
+    splits = evaluated_splits
     sweep = prepare_sweep(settings(configs=9), storage=f"sqlite:///{tmp_path / 'r.db'}", checkpoint_dir=tmp_path)
     result = sweep.run(jobs=jobs)
     assert splits.count("test") == 2  # the best result found, and the winner

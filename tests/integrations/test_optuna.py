@@ -238,17 +238,8 @@ def test_one_worker_equals_the_local_engine(tmp_path):
     assert again.trained == 0 and _comparable(again) == _comparable(local)
 
 
-def test_the_driver_scores_the_test_set_as_often_as_the_local_engine(tmp_path, monkeypatch):
-    from eve_search.tasks import Task
-
-    splits = []
-    evaluate = Task.evaluate
-
-    def counting(self, model, data, split="val"):
-        splits.append(split)
-        return evaluate(self, model, data, split)
-
-    monkeypatch.setattr(Task, "evaluate", counting)
+def test_the_driver_scores_the_test_set_as_often_as_the_local_engine(tmp_path, evaluated_splits):
+    splits = evaluated_splits
     settings = _settings("tiny-workers", 12)
     local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
     by_local = splits.count("test")
