@@ -238,6 +238,26 @@ def test_one_worker_equals_the_local_engine(tmp_path):
     assert again.trained == 0 and _comparable(again) == _comparable(local)
 
 
+def test_through_optunas_own_calls_one_worker_still_equals_the_local_engine(tmp_path, monkeypatch):
+    """The calls a storage other than SQLite or PostgreSQL gets (a claim, a result, a rung's endings, one
+    Optuna call each) give the same sweep as the transactions that replace them."""
+    import eve_search.engine._stores as stores
+    import eve_search.integrations._optuna_driver as driver
+
+    settings = _settings("tiny-workers", 12)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    monkeypatch.setattr(driver, "claim_at_once", lambda *args, **kwargs: None)
+    monkeypatch.setattr(driver, "end_waiting_at_once", lambda *args, **kwargs: None)
+    monkeypatch.setattr(driver, "requeue_at_once", lambda *args, **kwargs: False)
+    monkeypatch.setattr(stores, "record_results_at_once", lambda *args, **kwargs: False)
+    url = f"sqlite:///{tmp_path / 'optuna.db'}"
+    result = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b"), workers=1,
+                                 heartbeat_interval=1)
+    assert _comparable(result) == _comparable(local)
+    study, failed = _check_study(url, settings.name, 12)
+    assert failed == 0 and [t.state for t in study.trials].count(TrialState.COMPLETE) == 2
+
+
 def test_the_driver_scores_the_test_set_as_often_as_the_local_engine(tmp_path, evaluated_splits):
     splits = evaluated_splits
     settings = _settings("tiny-workers", 12)
