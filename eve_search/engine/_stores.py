@@ -403,19 +403,13 @@ def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, fl
     """
     import json
 
-    try:
-        from optuna.storages import RDBStorage
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-        from optuna.trial import TrialState
-    except ImportError:
+    models = _rdb_tables(storage)
+    if not rows or models is None:
         return False
-    if not rows or not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
-        return False
-    values = getattr(models, "TrialIntermediateValueModel", None)
-    attrs = getattr(models, "TrialUserAttributeModel", None)
-    if values is None or attrs is None or not hasattr(values, "intermediate_value_to_stored_repr"):
-        return False
+    from optuna.storages._rdb.storage import _create_scoped_session
+    from optuna.trial import TrialState
+
+    values = models.TrialIntermediateValueModel
     sql = _statements(storage.engine.name)
     ids = sorted({row[0] for row in rows})
     with _create_scoped_session(storage.scoped_session, True) as session:
@@ -475,46 +469,29 @@ def end_trials_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | No
     """End several RUNNING trials in one transaction: for each ``(trial_id, state, values)`` the state,
     the completion time and the values, as ``RDBStorage.set_trial_state_values`` stores them (one
     transaction, and a few ORM queries, per trial). False, before anything is written, where
-    :func:`record_results_at_once` would be, or when a trial is not RUNNING; the caller then ends them
-    one by one through Optuna.
+    :func:`claim_at_once` returns None, or when a trial is not RUNNING; the caller then ends them one by
+    one through Optuna.
     """
+    models = _rdb_tables(storage)
+    if not ends or models is None or len({trial_id for trial_id, _, _ in ends}) != len(ends):
+        return False
+    from optuna.storages._rdb.storage import _create_scoped_session
+    from optuna.trial import TrialState
 
-    try:
-        from optuna.storages import RDBStorage
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-        from optuna.trial import TrialState
-        from sqlalchemy import update
-        from sqlalchemy.dialects import postgresql, sqlite
-    except ImportError:
-        return False
-    if not ends or not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
-        return False
-    values_model = getattr(models, "TrialValueModel", None)
-    trials = getattr(models.TrialModel, "__table__", None)
-    if values_model is None or not hasattr(values_model, "value_to_stored_repr") or trials is None or \
-            "datetime_complete" not in trials.c or len({trial_id for trial_id, _, _ in ends}) != len(ends):
-        return False
-    insert = (sqlite if storage.engine.name == "sqlite" else postgresql).insert
+    sql = _statements(storage.engine.name)
     now = _stored_now(models)
-    ids = [trial_id for trial_id, _, _ in ends]
+    ends = sorted(ends, key=lambda end: end[0])  # rows in one order in every process (see end_waiting_at_once)
     with _create_scoped_session(storage.scoped_session, True) as session:
-        states = dict(session.query(models.TrialModel.trial_id, models.TrialModel.state)
-                      .filter(models.TrialModel.trial_id.in_(ids)).all())
-        if len(states) != len(ids) or any(state != TrialState.RUNNING for state in states.values()):
+        states = dict(session.execute(sql["states"], {"p_ids": [trial_id for trial_id, _, _ in ends]}).all())
+        if len(states) != len(ends) or any(state != TrialState.RUNNING for state in states.values()):
             return False
-        rows = [{"trial_id": trial_id, "objective": objective, "value": stored, "value_type": kind}
+        session.execute(sql["end"], [{"p_id": trial_id, "p_from": TrialState.RUNNING, "p_to": state, "p_complete": now}
+                                     for trial_id, state, _ in ends])
+        rows = [{"p_trial_id": trial_id, "p_objective": objective, "p_value": stored, "p_value_type": kind}
                 for trial_id, _, values in ends for objective, value in enumerate(values or [])
-                for stored, kind in [values_model.value_to_stored_repr(value)]]
+                for stored, kind in [models.TrialValueModel.value_to_stored_repr(value)]]
         if rows:
-            statement = insert(values_model).values(rows)
-            session.execute(statement.on_conflict_do_update(
-                index_elements=[values_model.trial_id, values_model.objective],
-                set_={"value": statement.excluded.value, "value_type": statement.excluded.value_type}))
-        for state in {state for _, state, _ in ends}:
-            group = [trial_id for trial_id, each, _ in ends if each == state]
-            session.execute(update(trials).where(trials.c.trial_id.in_(group))
-                            .values(state=state, datetime_complete=now))
+            session.execute(sql["value"], rows)
     return True
 
 
@@ -568,7 +545,8 @@ def _stored_now(models: Any) -> Any:
 
 def _rdb_tables(storage: Any) -> Any:
     """Optuna's private table models of an ``RDBStorage`` on SQLite or PostgreSQL that have the layout the
-    functions below write (trials, values, heartbeats, user attributes), or None."""
+    functions of this module write (trials, values, intermediate values, heartbeats, user attributes), or
+    None."""
     try:
         from optuna.storages import RDBStorage
         from optuna.storages._rdb import models
@@ -577,10 +555,11 @@ def _rdb_tables(storage: Any) -> Any:
     if not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
         return None
     trials = getattr(models.TrialModel, "__table__", None)
-    needed = ("TrialValueModel", "TrialHeartbeatModel", "TrialUserAttributeModel")
+    needed = ("TrialValueModel", "TrialHeartbeatModel", "TrialUserAttributeModel", "TrialIntermediateValueModel")
     if trials is None or not all(hasattr(models, name) for name in needed) or \
             not {"state", "datetime_start", "datetime_complete"} <= set(trials.c.keys()) or \
-            not hasattr(models.TrialValueModel, "value_to_stored_repr"):
+            not hasattr(models.TrialValueModel, "value_to_stored_repr") or \
+            not hasattr(models.TrialIntermediateValueModel, "intermediate_value_to_stored_repr"):
         return None
     return models
 
@@ -623,10 +602,10 @@ def end_waiting_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | N
     """End WAITING trials in one transaction: for each ``(trial_id, state, values)`` whose trial is still
     WAITING, its final state, completion time and values, as ``RDBStorage.set_trial_state_values`` stores
     them; the WAITING condition is checked by each update, so of several workers ending the same trial
-    one does (in the order of their ids, in every worker). Returns the ids this call ended; None, before anything is written, where
-    :func:`claim_at_once` would be: the caller then claims and ends them one by one through Optuna.
+    one does (in the order of their ids, in every worker). Returns the ids this call ended; None, before
+    anything is written, where :func:`claim_at_once` would be: the caller then claims and ends them one by
+    one through Optuna.
     """
-
     models = _rdb_tables(storage)
     if models is None or len({trial_id for trial_id, _, _ in ends}) != len(ends):
         return None

@@ -38,7 +38,7 @@ from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_
 from eve_search.tasks.spaces import Config, get_space
 from eve_search.engine.store import SweepStore, study_name
 from eve_search.tasks import Splits, Task, get_task
-from eve_search.engine.checkpoint import CheckpointError, load_state
+from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
 
 __all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
@@ -275,11 +275,12 @@ class Sweep:
                      backward_ratio=self.ratios.get(self.task.cost_key(config)) if s.cost_mode == "calibrated"
                      else None, data=self.data, owner=self.store.sweep_id)
 
-    def evaluate_checkpoint(self, index: int, content: bytes, split: str = "val") -> dict[str, float]:
-        """Metrics of configuration ``index``'s model saved in ``content``, without its optimizer (see
-        :func:`~eve_search.engine.trial.evaluate_checkpoint`)."""
+    def evaluate_checkpoint(self, index: int, content: bytes, split: str = "val", *,
+                            budget: int | None = None) -> dict[str, float]:
+        """Metrics of configuration ``index``'s model saved in ``content`` (at ``budget``, when given),
+        without its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`)."""
         return evaluate_checkpoint(self.task, self.configs[index], content, split, seed=self.settings.seed,
-                                   index=index, data=self.data)
+                                   index=index, data=self.data, budget=budget)
 
     def note_best(self, trial: Any, metrics: dict[str, float]) -> dict[str, Any]:
         """The in-process engine's ``details`` hook: keep the state of the best validation result so far
@@ -345,10 +346,8 @@ class Sweep:
         ``budget`` (equal, bit for bit, to a replay's); None when it does not (missing, at another
         rung, unreadable, another trial's)."""
         try:
-            content = Path(self.store.checkpoint_path(index)).read_bytes()
-            if load_state(content).get("budget") != budget:
-                return None
-            return self.evaluate_checkpoint(index, content, "test")
+            return self.evaluate_checkpoint(index, Path(self.store.checkpoint_path(index)).read_bytes(), "test",
+                                            budget=budget)
         except (OSError, CheckpointError):
             return None
 

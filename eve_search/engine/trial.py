@@ -68,7 +68,7 @@ def trial_seeds(seed: int, index: int) -> tuple[int, int, int]:
 
 
 def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str = "val", *, seed: int, index: int,
-                        data: Splits) -> dict[str, float]:
+                        data: Splits, budget: int | None = None) -> dict[str, float]:
     """The task's metrics on ``split`` of the model saved in a trial checkpoint (:meth:`Trial.to_bytes`),
     without building the trial's optimizer or reading its state: what a process that only records
     results (the parent of ``--jobs`` workers) needs for test metrics. Equal to building the trial,
@@ -83,6 +83,7 @@ def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str =
         seed: the trial's training seed (the checkpoint must carry the same).
         index: its configuration index (likewise).
         data: the task's splits.
+        budget: the budget the checkpoint must hold (another raises :class:`CheckpointError`); None, any.
 
     Returns:
         The task's metrics (``task.metric`` among them).
@@ -100,6 +101,8 @@ def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str =
     """
     state = load_state(content)
     _check_owner(state, {"task": task.name, "config": dict(config), "seed": seed, "index": index})
+    if budget is not None and state.get("budget") != budget:
+        raise CheckpointError(f"checkpoint holds the state at budget {state.get('budget')!r}, not {budget}")
     # The same generator as the trial's: frozen weights (a LoRA base model) are rebuilt, never saved.
     model = task.build_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
     try:

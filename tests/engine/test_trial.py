@@ -131,6 +131,16 @@ def test_a_checkpoint_evaluates_as_its_trial_without_building_the_optimizer(opti
         assert evaluate_checkpoint(trial.task, CONFIG, saved, split, seed=0, index=3, data=trial.data) == expected[split]
 
 
+def test_evaluating_a_checkpoint_at_another_budget_than_asked_is_refused():
+    trial = make("eve")
+    trial.train_to(40)
+    saved = trial.to_bytes()
+    options = {"seed": 0, "index": 3, "data": trial.data}
+    assert evaluate_checkpoint(trial.task, CONFIG, saved, "test", budget=40, **options) == trial.evaluate("test")
+    with pytest.raises(CheckpointError, match="at budget 40, not 120"):
+        evaluate_checkpoint(trial.task, CONFIG, saved, "test", budget=120, **options)
+
+
 @pytest.mark.parametrize(("change", "differ"), [({"index": 4}, "index"), ({"seed": 1}, "seed"),
                                                  ({"config": CONFIG | {"width": 16}}, "config")])
 def test_evaluating_another_trials_checkpoint_is_refused(change, differ):
