@@ -38,4 +38,4 @@ demo: install
 
 test: install-test system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import contextlib
+import os
 
 import pytest
 
 from eve_search.tasks import Splits, Task
 from eve_search.testing import throwaway_postgres
 from tests.tiny_task import TINY_TASK
+
+
+def pytest_configure(config):
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # One of several pytest-xdist workers (`make test` runs two, one per core): this process's PyTorch
+        # trains on one thread, so that two workers training at once do not run four threads on two cores.
+        # A test that needs another count sets it (and puts it back); subprocesses choose their own.
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The files marked ``slow`` (the suite's minutes: Ray, subprocess sweeps, kills) first, in their order,
+    then the rest: with `make test`'s two workers taking whole files, no worker is left with a long file at
+    the end while the other is idle."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import pytest
 from eve_search.cli import main
 from eve_search.engine.trial import Trial
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 TINY = ["sweep", "--task", "tiny", "--configs", "9", "--rungs", "30,90,180", "--backward-ratio", "2", "--quiet"]
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

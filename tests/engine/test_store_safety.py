@@ -31,6 +31,7 @@ from eve_search.tasks.spaces import get_space
 from eve_search.engine.store import StoreError, SweepStore
 from tests.hostile import default_sigint
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["sweep", "--task", "tiny", "--configs", "3", "--rungs", "30,90", "--backward-ratio", "2", "--quiet"]
 PASSWORD = "Sup3r-Secret-pw"

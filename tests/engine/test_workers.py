@@ -7,6 +7,8 @@ import pytest
 from eve_search.engine._workers import check_jobs
 from eve_search.engine.sweep import SweepSettings, prepare_sweep
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
+
 
 def settings(**kwargs):
     return SweepSettings(**({"task": "tiny", "space": "tiny", "optimizer": "eve", "configs": 9, "rungs": (30, 90, 120),

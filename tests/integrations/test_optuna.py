@@ -36,6 +36,7 @@ from tests.integrations.tiny_tasks import (
 )
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 REPO = Path(__file__).resolve().parents[2]
 
 

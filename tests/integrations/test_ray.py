@@ -39,6 +39,7 @@ from tests.integrations.ray_helpers import (
     param_space,
 )
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 ROOT = Path(__file__).resolve().parents[2]
 TUNE_DEFAULT_ENV = dict(class_cache.DEFAULT_ENV_VARS)  # what Tune gives every trainable actor, as imported
 RUNGS = (100, 300, 900)

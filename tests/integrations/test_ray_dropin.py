@@ -26,6 +26,7 @@ from tests.integrations.ray_dropin_trainables import (
     objective_without_checkpoint,
 )
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 BUDGET_S = 240  # Tune's time budget for one run: a run that hangs ends here, and the test fails (a run takes
 # 3-10 s on a quiet 2-core machine and 36-47 s beside two busy loops; one took 150 s in a slow CI run)
 WATCHDOG_S = 300  # past this, the process dumps every thread's stack and exits: CI fails, never stalls

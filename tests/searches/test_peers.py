@@ -30,6 +30,7 @@ from eve_search.dashboard import build, render_page  # noqa: E402
 from eve_search.dashboard._peers import goal, peers_section  # noqa: E402
 from eve_search.tasks.spaces import get_space  # noqa: E402
 
+pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
 TOOLS = ["eve-sha-eve", "eve-run-sha-tpe", "optuna-tpe-sh", "ray-asha", "random"]
 TINY = ["--spaces", "hp", "--seeds", "0", "--budget-multipliers", "1", "--configs", "2", "--max-units", "40",
         "--min-units", "20", "--referee-seeds", "1", "--anytime-points", "2", "--cpus", "1", "--run-timeout", "240"]
