@@ -9,13 +9,15 @@ from eve_search.dashboard import dashboard_data, render_page, start_server
 from tests.dashboard.conftest import XSS, XSS_ATTR, add_generic
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# A page that reloads between finding its body and reading it leaves a stale element: the wait asks again.
+RELOADED = (StaleElementReferenceException,)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -42,7 +44,8 @@ def browser():
 def _open(driver, address):
     driver.get_log("browser")  # drop what earlier pages logged
     driver.get(address)
-    WebDriverWait(driver, 120).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    WebDriverWait(driver, 120, ignored_exceptions=RELOADED).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
 
 
 def _errors(driver):
@@ -161,7 +164,8 @@ def test_served_page_reloads_when_the_store_changes(browser, sweep_store, tmp_pa
             body = driver.find_element(By.TAG_NAME, "body")
             return body.get_attribute("data-ready") == "1" and body.get_attribute("data-fingerprint") != before
 
-        WebDriverWait(browser, 300).until(reloaded)  # generous: a busy machine slows every redraw
+        # Generous: a busy machine slows every redraw.
+        WebDriverWait(browser, 300, ignored_exceptions=RELOADED).until(reloaded)
         assert "arrived-later" in browser.page_source
         assert _errors(browser) == []
         browser.save_screenshot(str(tmp_path / "live.png"))
