@@ -159,6 +159,15 @@ class _View:
         return alive[0] if alive else None
 
 
+def _trial_id(storage: optuna.storages.BaseStorage, study_id: int, trial: FrozenTrial) -> int:
+    """The storage's id of ``trial``: a frozen trial read from the storage carries it (``_trial_id``), so
+    no query is needed; else it is asked for by number."""
+    known = getattr(trial, "_trial_id", None)
+    if isinstance(known, int) and not isinstance(known, bool):
+        return known
+    return storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+
+
 def _last_score(view: _View, index: int) -> float | None:
     """The score configuration ``index`` reported at its last rung (the ledger's view), or None."""
     ledger = view.ledger
@@ -291,11 +300,7 @@ class ShaWorker:
     # Claiming ---------------------------------------------------------------------------------------
 
     def _trial_id(self, trial: FrozenTrial) -> int:
-        # A frozen trial read from the storage carries its id (``_trial_id``): no query for it.
-        known = getattr(trial, "_trial_id", None)
-        if isinstance(known, int) and not isinstance(known, bool):
-            return known
-        return self.storage.get_trial_id_from_study_id_trial_number(self.study_id, trial.number)
+        return _trial_id(self.storage, self.study_id, trial)
 
     def _claim(self, trial: FrozenTrial, heartbeat: _Heartbeat) -> int | None:
         """Take a WAITING trial (atomic WAITING -> RUNNING); its id, or None if another worker took it.
@@ -838,8 +843,7 @@ def _release_unclaimed(sweep: Any, storage: optuna.storages.BaseStorage, study: 
     """The store creates one RUNNING trial per configuration; a trial no worker has claimed yet goes to
     the queue (WAITING), where workers claim it."""
     study_id = storage.get_study_id_from_name(study.study_name)
-    ids = [trial._trial_id if isinstance(getattr(trial, "_trial_id", None), int)
-           else storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+    ids = [_trial_id(storage, study_id, trial)
            for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
            if "config_index" in trial.user_attrs and WORKER_ATTR not in trial.user_attrs and
            trial.system_attrs.get("failed_trial") is None]
