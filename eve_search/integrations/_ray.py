@@ -102,9 +102,11 @@ _TUNE_KEYS = {"done", "trial_id", "experiment_tag", "should_checkpoint", "__dupl
 STALL_SECONDS = 2.0  # how long every trial may wait with no new trial coming before the cohort closes
 
 
-def _write_json_atomically(value: Any, path: Path) -> None:
+def _write_json_atomically(value: Any, path: Path, scratch: Path | None = None) -> None:
+    """Write ``value`` as JSON to ``path`` through a temporary file in ``scratch`` (default: ``path``'s
+    folder; it must be on the same file system), renamed over ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=path.parent if scratch is None else scratch, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
             json.dump(value, handle)
@@ -449,7 +451,10 @@ class SynchronousSHAScheduler(FIFOScheduler):
     def _save(self) -> None:
         if self._state_path is None or self._saved == (self._state_path, self._version):
             return
-        _write_json_atomically(self._state(), self._state_path)
+        # The temporary file goes beside Tune's driver staging folder, not in it: Tune copies that folder
+        # to storage from another thread, and a temporary file it listed and that is renamed before
+        # it is copied fails the whole copy, with a traceback on the terminal.
+        _write_json_atomically(self._state(), self._state_path, scratch=self._state_path.parent.parent)
         self._saved = (self._state_path, self._version)
 
     # Cohorts ----------------------------------------------------------------------------------------

@@ -432,3 +432,41 @@ def test_a_trial_whose_actor_is_being_constructed_is_not_chosen_to_take_a_free_o
     assert not scheduler._actor_starting(controller, waiting)  # only asked for: nothing is lost
     assert not scheduler._actor_starting(controller, ready)
     assert not scheduler._actor_starting(_FakeController([waiting]), waiting)  # a controller without them
+
+
+def test_the_scheduler_never_leaves_a_temporary_file_in_the_folder_tune_copies_to_storage(tmp_path, monkeypatch):
+    """Tune copies its driver staging folder to storage from another thread while the driver goes on. A
+    temporary file of the scheduler's state that the copy listed, renamed away before the copy read it,
+    failed the copy with a traceback on the user's terminal (seen once in the demo sweep). Every save
+    writes its temporary file beside that folder, so the folder only ever holds the whole state file."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    from eve_search.integrations import _ray as ray_module
+
+    staging = tmp_path / "experiment" / "driver_artifacts"
+    staging.mkdir(parents=True)
+    seen = []
+    replace = os.replace
+
+    def watched_replace(source, target):
+        seen.append((Path(source).parent, sorted(p.name for p in staging.iterdir())))
+        replace(source, target)
+
+    monkeypatch.setattr(ray_module.os, "replace", watched_replace)
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
+    trials = []
+    for name in "abc":
+        trial = _FakeTrial(name, TuneTrial.RUNNING)
+        trial.storage = type("Storage", (), {"experiment_driver_staging_path": str(staging)})()
+        trial.config, trial.last_result, trial.experiment_tag = {}, None, f"tag_{name}"
+        trials.append(trial)
+        scheduler.on_trial_add(_FakeController(trials), trial)
+    controller = _FakeController(trials)
+    for score, trial in zip((0.5, 0.75), trials):  # the rung waits for the third
+        scheduler.on_trial_result(controller, trial, {"eval_cost": 10.0, "accuracy": score, "training_iteration": 1})
+    assert seen  # the state was saved
+    assert all(folder == staging.parent for folder, _ in seen)
+    assert all(names in ([], [STATE_FILE]) for _, names in seen)
+    assert sorted(p.name for p in staging.iterdir()) == [STATE_FILE]
+    assert sorted(p.name for p in staging.parent.iterdir()) == ["driver_artifacts"]
+    assert load_scheduler_state(staging)["trials"].keys() == {"a", "b", "c"}
