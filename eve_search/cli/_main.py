@@ -217,17 +217,47 @@ def _function(target: str) -> Callable[..., Any]:
     return getattr(importlib.import_module(module), name)
 
 
+class _Commands(argparse._SubParsersAction):
+    """Sub-parsers (the commands, or a group's kinds) that get their arguments only once argparse picks
+    one: the picked command's ``configure`` function of :data:`COMMANDS` runs then, and no other's. So
+    ``eve-search --help``, ``eve-search bench --help`` and a mistyped command import no command's module
+    (several import PyTorch, seconds on a busy machine), and ``eve-search dashboard --help`` imports
+    only the dashboard's."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._configure: dict[str, str] = {}
+
+    def add_command(self, name: str, configure: str | None, **kwargs: Any) -> _Parser:
+        """Add sub-parser ``name``; ``configure`` ("module:function", or None: nothing to add) gives it
+        its arguments when it is picked."""
+        parser = self.add_parser(name, **kwargs)
+        if configure is not None:
+            self._configure[name] = configure
+        return parser
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        name = values[0]
+        configure = self._configure.pop(name, None)
+        if configure is not None:
+            _function(configure)(self._name_parser_map[name])
+        super().__call__(parser, namespace, values, option_string)
+
+
 def _build_parser() -> _Parser:
+    """The ``eve-search`` parser: its commands' arguments are added when a command is picked (see
+    :class:`_Commands`)."""
     parser = _Parser(prog="eve-search", description="Hyperparameter search with EvE as the inner-loop trainer.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    kinds: dict[str, argparse._SubParsersAction] = {}
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, action=_Commands)
+    kinds: dict[str, _Commands] = {}
     for key, command in COMMANDS.items():
         group, _, kind = key.rpartition(" ")
         if group and group not in kinds:  # the group's own parser, where its first kind is listed
-            kinds[group] = commands.add_parser(group, help=GROUPS[group]).add_subparsers(
-                dest=group, required=True, parser_class=_Parser)
+            kinds[group] = commands.add_command(group, None, help=GROUPS[group]).add_subparsers(
+                dest=group, required=True, parser_class=_Parser, action=_Commands)
         parent = kinds[group] if group else commands
-        _function(command.configure)(parent.add_parser(kind, help=command.help, description=command.description))
+        parent.add_command(kind, command.configure, help=command.help, description=command.description)
     return parser
 
 
@@ -407,6 +437,20 @@ def _runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     return _function(COMMANDS[key].run)
 
 
+# The errors about a command's input that end it with one line and exit code 2: (module, class). A
+# module not imported yet cannot have raised its error, so it is not imported for the check (most
+# of them import PyTorch, which ``--help`` and a usage error never need).
+_INPUT_ERRORS = (("eve_search._imports", "MissingExtraError"), ("eve_search.data._adult", "AdultDataError"),
+                 ("eve_search.engine.store", "StoreError"), ("eve_search.engine.checkpoint", "CheckpointError"))
+
+
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """The classes of :data:`_INPUT_ERRORS` whose modules are imported, and ``ValueError`` (every
+    ValueError a command lets through is about its input: settings, data, a cluster address)."""
+    loaded = (getattr(sys.modules.get(module), name, None) for module, name in _INPUT_ERRORS)
+    return (*(error for error in loaded if isinstance(error, type)), ValueError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code.
 
@@ -421,11 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         2
     """
     _start_workers_early(list(sys.argv[1:] if argv is None else argv))
-    from eve_search._imports import MissingExtraError
     from eve_search.engine._stores import close_stores, describe_failure, redact
-    from eve_search.engine.checkpoint import CheckpointError
-    from eve_search.data import AdultDataError
-    from eve_search.engine.store import StoreError
 
     parser = _build_parser()
     try:
@@ -435,7 +475,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(redact(str(error)), file=sys.stderr)
         return 2
-    except (AdultDataError, StoreError, MissingExtraError, CheckpointError, ValueError) as error:
+    except _input_errors() as error:
         # Every ValueError a command lets through is about its input (settings, data, a cluster
         # address): one line, never a traceback.
         text = str(error).strip()

@@ -83,3 +83,38 @@ def test_python_dash_m_eve_search_is_the_console_script():
     bad = subprocess.run([sys.executable, "-m", "eve_search", "frobnicate"], check=False, capture_output=True,
                          text=True)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "frobnicate" in bad.stderr
+
+
+@pytest.mark.parametrize("args, code", [
+    (["--help"], 0),
+    (["bench", "--help"], 0),
+    (["dashboard", "--help"], 0),
+    (["frobnicate"], 2),
+    (["bench", "frobnicate"], 2),
+    ([], 2),
+])
+def test_help_and_a_mistyped_command_load_no_command_and_no_pytorch(args, code):
+    # Only the command argparse picks gets its arguments (and imports its module): the others are
+    # never configured, so asking for help or mistyping a command costs no PyTorch import.
+    probe = ("import sys\nfrom eve_search.cli import main\n"
+             f"try:\n    code = main({args!r})\nexcept SystemExit as done:\n    code = done.code\n"
+             "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('eve_search.cli.commands.'))\n"
+             "print(code, loaded, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True)
+    last = done.stderr.strip().splitlines()[-1]
+    wanted = ["eve_search.cli.commands.dashboard"] if args[:1] == ["dashboard"] else []
+    assert last == f"{code} {wanted}", done.stderr
+    if code == 2:  # one line, then the probe's
+        assert len(done.stderr.strip().splitlines()) == 2
+
+
+def test_a_picked_command_gets_its_arguments_and_each_command_only_once():
+    from eve_search.cli import _main
+
+    parser = _main._build_parser()
+    args = parser.parse_args(["bench", "sweep", "--configs", "3"])
+    assert (args.command, args.bench, args.configs) == ("bench", "sweep", 3)
+    again = parser.parse_args(["bench", "sweep", "--configs", "4"])  # configured once, parsed again
+    assert again.configs == 4
+    with pytest.raises(_main.UsageError, match="unrecognized arguments: --configs"):
+        parser.parse_args(["bench", "matmul", "--configs", "4"])  # another kind: its own arguments only
