@@ -31,3 +31,19 @@ def test_each_actor_gets_its_methods_first_start_busy_time_and_idle_gaps():
     assert actor["idle_gaps_s"] == 0.15 and actor["idle_gap_median_ms"] == 148.0
     assert actor["idle_gaps_over_100ms"] == [148]
     assert report["worker:bb"]["idle_gaps_s"] == 0.0 and report["worker:bb"]["idle_gaps_over_100ms"] == []
+
+
+def test_the_cpu_sampler_counts_a_process_that_ended_before_it_stopped():
+    import subprocess
+    import sys
+
+    sampler = ray_timeline.CpuSampler(period=0.05)
+    sampler.start()
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(0.2)"
+    child = subprocess.run([sys.executable, "-c", busy], check=True)
+    assert child.returncode == 0  # ended: only the samples taken while it ran know it
+    used = sampler.stop()
+    mine = [seconds for seconds, _, command in used if busy.splitlines()[0] in command]
+    assert len(mine) == 1 and 0.5 <= mine[0] <= 2.0
+    assert all(seconds > 0.05 for seconds, _, _ in used)
+    assert [seconds for seconds, _, _ in used] == sorted((seconds for seconds, _, _ in used), reverse=True)
