@@ -92,10 +92,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_adult(parser: argparse.ArgumentParser) -> None:
-    from eve_search.tasks.spaces import space_names
-
     parser.add_argument("--space", required=True, type=_argtypes.name("a search space"), metavar="SPACE",
-                        help=f"search space ({', '.join(space_names())}, or one a --plugin registers)")
+                        help=f"search space ({_argtypes.SPACE_NAMES}, or one a --plugin registers)")
     _add_run_arguments(parser)
 
 

@@ -68,7 +68,29 @@ class UsageError(Exception):
     """Bad command-line input: printed as one line, exit code 2."""
 
 
+#: Stands, in an argument's help, for the names of the registered search spaces. They are filled in
+#: only when the help is shown: looking them up imports the tasks (and PyTorch), which parsing the
+#: arguments, and answering bad ones, does not need.
+SPACE_NAMES = "{space names}"
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with :data:`SPACE_NAMES` filled in."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        text = super()._expand_help(action)
+        if SPACE_NAMES in text:
+            from eve_search.tasks.spaces import space_names
+
+            text = text.replace(SPACE_NAMES, ", ".join(space_names()))
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # one line instead of usage + message
         raise UsageError(f"{self.prog}: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 

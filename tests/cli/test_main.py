@@ -92,10 +92,16 @@ def test_python_dash_m_eve_search_is_the_console_script():
     (["frobnicate"], 2),
     (["bench", "frobnicate"], 2),
     ([], 2),
+    (["sweep", "--help"], 0),
+    (["rank", "adult", "--help"], 0),
+    (["adult"], 2),
+    (["adult", "--space", "hp", "--configs", "-1"], 2),
+    (["sweep", "--task", "adult", "--rungs", "100,x"], 2),
 ])
 def test_help_and_a_mistyped_command_load_no_command_and_no_pytorch(args, code):
     # Only the command argparse picks gets its arguments (and imports its module): the others are
-    # never configured, so asking for help or mistyping a command costs no PyTorch import.
+    # never configured, so asking for help or mistyping a command costs no PyTorch import. Nor do the
+    # main job's own help and bad arguments: their parser needs nothing of PyTorch's.
     probe = ("import sys\nfrom eve_search.cli import main\n"
              f"try:\n    code = main({args!r})\nexcept SystemExit as done:\n    code = done.code\n"
              "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('eve_search.cli.commands.'))\n"
@@ -118,3 +124,9 @@ def test_a_picked_command_gets_its_arguments_and_each_command_only_once():
     assert again.configs == 4
     with pytest.raises(_main.UsageError, match="unrecognized arguments: --configs"):
         parser.parse_args(["bench", "matmul", "--configs", "4"])  # another kind: its own arguments only
+
+
+def test_the_main_jobs_help_names_the_registered_search_spaces():
+    done = run_cli("adult", "--help")
+    assert done.returncode == 0 and done.stderr == ""
+    assert "search space (arch, hp, or one a --plugin registers)" in " ".join(done.stdout.split())
