@@ -6,6 +6,8 @@ environment variable, no registration). On a machine other processes are using, 
 :func:`configure_openmp` before importing PyTorch (the ``eve-search`` command does it for itself).
 """
 
+from eve_search._imports import lazy_exports as _lazy_exports
+
 # The public API, imported on first use (PEP 562): ``import eve_search`` stays light (PyTorch is not
 # loaded until something needs it), so a command can start helper processes before it pays for PyTorch.
 _EXPORTS = {
@@ -23,23 +25,15 @@ _EXPORTS = {
 }
 
 
+_lazy_getattr, __dir__ = _lazy_exports(__name__, _EXPORTS)
+
+
 def __getattr__(name: str) -> object:
     if name == "_available_cpus":  # the old private name, kept for callers of 0.2
         from eve_search._openmp import available_cpus
 
         return available_cpus
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'eve_search' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return _lazy_getattr(name)
 
 
 __version__ = "0.2.0"

@@ -5,6 +5,8 @@ meter and its cost modes, which the command line reads to declare ``--cost-mode`
 PyTorch.
 """
 
+from eve_search._imports import lazy_exports as _lazy_exports
+
 _EXPORTS = {
     "ClosureContractError": "eve_search.optim._closure",
     **dict.fromkeys(["EvE", "kaiming_bounds"], "eve_search.optim._eve"),
@@ -14,20 +16,7 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'eve_search.optim' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups are plain attribute reads
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
-
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "ClosureContractError",
