@@ -435,20 +435,6 @@ def _runner(args: argparse.Namespace) -> Callable[[argparse.Namespace], int]:
     return _function(COMMANDS[key].run)
 
 
-# The errors about a command's input that end it with one line and exit code 2: (module, class). A
-# module not imported yet cannot have raised its error, so it is not imported for the check (most
-# of them import PyTorch, which ``--help`` and a usage error never need).
-_INPUT_ERRORS = (("eve_search._imports", "MissingExtraError"), ("eve_search.data._adult", "AdultDataError"),
-                 ("eve_search.engine.store", "StoreError"), ("eve_search.engine.checkpoint", "CheckpointError"))
-
-
-def _input_errors() -> tuple[type[BaseException], ...]:
-    """The classes of :data:`_INPUT_ERRORS` whose modules are imported, and ``ValueError`` (every
-    ValueError a command lets through is about its input: settings, data, a cluster address)."""
-    loaded = (getattr(sys.modules.get(module), name, None) for module, name in _INPUT_ERRORS)
-    return (*(error for error in loaded if isinstance(error, type)), ValueError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``eve-search`` console script; returns the exit code.
 
@@ -463,6 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         2
     """
     _start_workers_early(list(sys.argv[1:] if argv is None else argv))
+    from eve_search._imports import MissingExtraError
     from eve_search.engine._stores import close_stores, describe_failure, redact
 
     parser = _build_parser()
@@ -473,9 +460,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(redact(str(error)), file=sys.stderr)
         return 2
-    except _input_errors() as error:
+    except (MissingExtraError, ValueError) as error:
         # Every ValueError a command lets through is about its input (settings, data, a cluster
-        # address): one line, never a traceback.
+        # address): one line, never a traceback. The store's, a checkpoint's and the Adult data's
+        # errors are ValueErrors too, so catching them needs none of their modules (which import PyTorch).
         text = str(error).strip()
         first = text.splitlines()[0] if text else type(error).__name__
         print(redact(f"eve-search {_command_label(args)}: {first}"), file=sys.stderr)

@@ -130,3 +130,12 @@ def test_the_main_jobs_help_names_the_registered_search_spaces():
     done = run_cli("adult", "--help")
     assert done.returncode == 0 and done.stderr == ""
     assert "search space (arch, hp, or one a --plugin registers)" in " ".join(done.stdout.split())
+
+
+def test_the_errors_that_end_a_command_with_one_line_are_caught_as_value_errors():
+    # main() catches ValueError (and a missing extra) without importing these errors' modules.
+    from eve_search.data import AdultDataError
+    from eve_search.engine.checkpoint import CheckpointError
+    from eve_search.engine.store import StoreError
+
+    assert all(issubclass(error, ValueError) for error in (AdultDataError, CheckpointError, StoreError))
