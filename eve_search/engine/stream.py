@@ -133,15 +133,17 @@ class CohortStream:
         (True, 1)
     """
 
-    def __init__(self, configs: int, cohort_size: int | None = None, *, rungs: Sequence[float] = DEFAULT_RUNGS,
+    def __init__(self, configs: int | None, cohort_size: int | None = None, *, rungs: Sequence[float] = DEFAULT_RUNGS,
                  fraction: float = PROMOTED_FRACTION, mode: str = "max", speculate: bool = False) -> None:
-        self.configs = check_int("configs", configs, 1)
+        if configs is None and cohort_size is None:
+            raise ValueError("Invalid cohort_size: None (a search of unknown length needs a cohort size)")
+        self.configs: int | None = None if configs is None else check_int("configs", configs, 1)
         self.cohort_size = configs if cohort_size is None else check_int("cohort_size", cohort_size, 1)
         self.rungs = check_rungs(rungs)
         self.fraction = check_fraction(fraction)
         self.mode = mode
         self.speculate = bool(speculate)
-        self.cohorts = -(-self.configs // self.cohort_size)
+        self.cohorts: int | None = None if configs is None else -(-configs // self.cohort_size)
         self._ledgers: list[RungLedger] = []  # one per opened cohort
         self._running: set[Work] = set()
         self._held: dict[tuple[int, int], float] = {}  # speculative results waiting for their rung's decision
@@ -159,7 +161,31 @@ class CohortStream:
 
     def members(self, cohort: int) -> range:
         """The configuration indices of ``cohort``."""
-        return range(cohort * self.cohort_size, min((cohort + 1) * self.cohort_size, self.configs))
+        end = (cohort + 1) * self.cohort_size
+        return range(cohort * self.cohort_size, end if self.configs is None else min(end, self.configs))
+
+    def end(self, configs: int) -> list[tuple[int, RungDecision]]:
+        """The search has ``configs`` configurations in all (a search of unknown length learns it when
+        its searcher is finished): the last cohort may be smaller; its missing members leave it.
+        Returns the decisions this made possible."""
+        check_int("configs", configs, 0)
+        started = max((w.index for w in self._running), default=-1)
+        for ledger in self._ledgers:
+            started = max([started, *(t for t in ledger.members if ledger.score(t, 0) is not None)])
+        if configs <= started:
+            raise ValueError(f"Invalid configs: {configs} (configuration {started} has already started)")
+        if self.configs is not None and configs > self.configs:
+            raise ValueError(f"Invalid configs: {configs} (expected at most this search's {self.configs})")
+        self.configs = configs
+        self.cohorts = -(-configs // self.cohort_size)
+        made: list[tuple[int, RungDecision]] = []
+        for cohort, ledger in enumerate(self._ledgers):
+            gone = [t for t in ledger.members if t >= configs]
+            for index in gone:
+                ledger.fail(index)
+            if gone:
+                made.extend(self._settle(cohort))
+        return made
 
     def ledger(self, cohort: int) -> RungLedger:
         """The rung ledger of ``cohort`` (created when the cohort opens)."""
@@ -199,7 +225,7 @@ class CohortStream:
             for index in ledger.cohort(0):
                 if ledger.score(index, 0) is None and (index, 0) not in busy:
                     return Work(index, 0)
-        if self.opened < self.cohorts:
+        if self.cohorts is None or self.opened < self.cohorts:
             return Work(self.members(self.opened)[0], 0)
         if self.speculate:
             return self._speculative(busy, ledgers)
