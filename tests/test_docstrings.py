@@ -21,6 +21,8 @@ PUBLIC_MODULES = ["eve_search", "eve_search.engine", "eve_search.optim", "eve_se
                   "eve_search.tasks", "eve_search.tasks.spaces", "eve_search.engine.batches",
                   "eve_search.engine.checkpoint", "eve_search.engine.ledger", "eve_search.engine.sha",
                   "eve_search.engine.store", "eve_search.engine.sweep", "eve_search.engine.trial",
+                  "eve_search.engine.stream", "eve_search.engine.pool", "eve_search.engine.simulator",
+                  "eve_search.benchmarks.peers_sim",
                   "eve_search.tasks.adult", "eve_search.tasks.mnist", "eve_search.tasks.models",
                   "eve_search.data", "eve_search.paper", "eve_search.tasks.lora", "eve_search.experiments.protocol",
                   "eve_search.experiments.audit", "eve_search.experiments.synthetic",

@@ -89,6 +89,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force-jobs", action="store_true",
                         help=f"allow --jobs/--workers above {_argtypes.JOBS_PER_CPU} x the CPUs this process may use "
                              f"(up to {_argtypes.MAX_FORCED_JOBS:,})")
+    parser.add_argument("--cohort-size", type=_argtypes.bounded_int(1, _argtypes.MAX_CONFIGS, "configurations"),
+                        default=None, metavar="N",
+                        help="run the configurations as a stream of cohorts of N (in sampling order), each decided "
+                             "as one synchronous sweep of its configurations; a worker that would wait at a rung "
+                             "barrier takes a promoted trial of an older cohort or a first-rung trial of the next "
+                             "one. The results are the same for any --jobs and any timing (default: one cohort of "
+                             "all, synchronous successive halving over every configuration)")
 
 
 def _configure_adult(parser: argparse.ArgumentParser) -> None:
@@ -182,6 +189,13 @@ COMMANDS: dict[str, Command] = {
     "bench sweep": Command(
         "eve_search.cli.commands.bench_sweep:run", "eve_search.cli.commands.bench_sweep:configure_parser",
         "a whole sweep's process time against its training time, EvE vs Adam, beside a plain loop"),
+    "bench scale": Command(
+        "eve_search.cli.commands.bench_scale:run", "eve_search.cli.commands.bench_scale:configure_parser",
+        "wall time, worker utilisation and the pick's quality at 1 to 256 simulated workers, over a recorded pool",
+        "Replay a recorded pool (each configuration's score at every rung budget and its training seconds) "
+        "through the real scheduling core in simulated time, at 1 to 256 workers: synchronous SHA over one "
+        "cohort, the stream of cohorts (with and without speculation), and ASHA and Hyperband (Optuna's "
+        "pruners, Ray Tune's ASHAScheduler) at the same budget in charged units."),
     "bench memory": Command(
         "eve_search.cli.commands.bench_memory:run", "eve_search.cli.commands.bench_memory:configure_parser",
         "peak memory of EvE and Adam over 200 iterations, each in a fresh process"),
@@ -336,6 +350,9 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
                          f"(got --backend {args.backend})")
     _check_processes(args, command)
+    if args.cohort_size is not None and args.backend != "local":
+        raise UsageError(f"eve-search {command}: argument --cohort-size: only --backend local runs a stream of "
+                         f"cohorts from the command line yet (got --backend {args.backend})")
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
@@ -344,7 +361,8 @@ def _sweep(args: argparse.Namespace) -> int:
     for optimizer in args.optimizer:
         settings = SweepSettings(task=task, space=space, optimizer=optimizer, seed=args.seed, configs=args.configs,
                                  rungs=args.rungs or DEFAULT_RUNGS, fraction=args.fraction or PROMOTED_FRACTION,
-                                 cost_mode=args.cost_mode, backward_ratio=args.backward_ratio)
+                                 cost_mode=args.cost_mode, backward_ratio=args.backward_ratio,
+                                 cohort_size=args.cohort_size)
         sweeps.append(prepare_sweep(settings, storage=storage, checkpoint_dir=args.workdir / "checkpoints",
                                     resume=args.resume, data_dir=args.data_dir))
     results = []

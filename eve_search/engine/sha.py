@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -45,6 +46,7 @@ from eve_search.engine.ledger import (
     promotion_count,
     rung_sizes,
 )
+from eve_search.engine.stream import CohortStream, Work
 from eve_search.engine.trial import KEEP_BYTES, KeptTrials, Trial, trial_bytes
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ class RungReport:
         trials: the indices it trained (its cohort), in cohort order.
         scores: each of those trials' score at the rung.
         promoted: the indices that go on, best first (empty at the last rung).
+        cohort: the cohort the rung belongs to (see :class:`~eve_search.engine.stream.CohortStream`).
 
     Example:
         >>> report = RungReport(budget=100, trials=[0, 1, 2], scores={0: 0.8, 1: 0.9, 2: 0.7}, promoted=[1])
@@ -127,6 +130,7 @@ class RungReport:
     trials: list[int]
     scores: dict[int, float]
     promoted: list[int]
+    cohort: int = 0
 
 
 Details = Callable[[Trial, dict[str, float]], dict[str, Any]]
@@ -146,11 +150,14 @@ class SynchronousSuccessiveHalving:
         on_result: called after every trial result with (rung number, index, score, resumed).
         keep_bytes: memory for trials kept between rungs (see :func:`trial_bytes`); 0 keeps none.
         workers: train each rung's trials on these worker processes (``make_job(index, rung)``
-            describes the work; ``job_cost(index)`` orders it, costliest first, so the workers finish
-            together); results are still recorded and decided here, in the cohort's order.
+            describes the work; each worker takes the next piece as soon as it is idle); results are
+            recorded and decided here as they come.
         evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
             without rebuilding its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`); the
             default rebuilds the whole trial.
+        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
+            synchronous sweep, so that no worker waits at a rung barrier while another cohort has work
+            (see :class:`~eve_search.engine.stream.CohortStream`); None: one cohort of all.
 
     Example:
         >>> import tempfile
@@ -186,14 +193,16 @@ class SynchronousSuccessiveHalving:
                  on_result: Callable[[int, int, float, bool], None] | None = None,
                  workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
                  job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES,
-                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None) -> None:
+                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None,
+                 cohort_size: int | None = None) -> None:
         check_int("trials", trials, 1)
         check_int("keep_bytes", keep_bytes, 0)
         self.trials = trials
         self.make_trial = make_trial
         self.store = store
-        self.ledger = RungLedger(rungs, fraction, mode, trials=range(trials))
-        self.rungs = self.ledger.rungs
+        self.stream = CohortStream(trials, cohort_size, rungs=rungs, fraction=fraction, mode=mode,
+                                   cost=job_cost if workers is not None else None)
+        self.rungs = self.stream.rungs
         self.details = details
         self.on_result = on_result
         if workers is not None and make_job is None:
@@ -338,31 +347,6 @@ class SynchronousSuccessiveHalving:
                 self.store.save_checkpoint(index, checkpoint)
                 self._unsaved.discard(index)
 
-    def _submit(self, rung: int, indices: list[int]) -> dict[int, tuple[int, Any]]:
-        """Hand ``indices``' work at ``rung`` to the workers, costliest first (ties: cohort order), each
-        to the least loaded worker, or to the one that keeps the trial while it is at most one such job
-        ahead of the least loaded (which then continues it without reading a checkpoint)."""
-        cost = self.job_cost or (lambda index: 1.0)
-        order = sorted(indices, key=lambda index: -cost(index))
-        loads = [0.0] * self.workers.jobs
-        work = []
-        for index in order:
-            units = max(cost(index), 1e-12)
-            worker = min(range(len(loads)), key=loads.__getitem__)
-            holder = self._holder.pop(index, None)
-            if holder is not None:
-                if loads[holder] <= loads[worker] + units:
-                    worker = holder
-                else:  # moved: read back from the checkpoint made when it was promoted
-                    self._write_saved([index])
-                    self._forget.setdefault(holder, []).append(index)
-            loads[worker] += units
-            work.append((replace(self.make_job(index, rung), forget=tuple(self._forget.pop(worker, ())),
-                                 keep=self._defer), worker))
-        futures = self.workers.train_all(work)
-        self._write_saved(list(self._saving))  # the workers make them before this rung's work
-        return {job.index: (worker, future) for (job, worker), future in zip(work, futures, strict=True)}
-
     def _fetch(self, index: int) -> bytes | None:
         """The checkpoint bytes of trial ``index`` from the worker that keeps it (after the work already
         handed to that worker); None when it does not hold it."""
@@ -448,35 +432,92 @@ class SynchronousSuccessiveHalving:
                 pass
             raise
 
+    @property
+    def ledger(self) -> RungLedger:
+        """The first cohort's rung ledger (with one cohort, the whole sweep's)."""
+        return self.stream.ledger(0)
+
+    def winner(self) -> int | None:
+        """The configuration the search picked: the best that completed the last rung, over every cohort."""
+        return self.stream.winner()
+
     def _run(self) -> list[RungReport]:
+        """Hand out the work the stream of cohorts chooses (see :class:`~eve_search.engine.stream.CohortStream`):
+        in this process one piece at a time, or on the workers as each one frees up; a result already
+        in the store is fed back without training, so a resumed sweep takes the same decisions."""
         recorded = self.store.rung_details()
-        reports = []
-        for rung, budget in enumerate(self.rungs):
-            futures = {}
-            if self.workers is not None:
-                futures = self._submit(rung, [index for index in self.ledger.cohort(rung)
-                                              if recorded.get(index, {}).get(budget) is None])
-            for index in self.ledger.cohort(rung):
-                saved = recorded.get(index, {}).get(budget)
-                resumed = saved is not None
-                if resumed:
-                    score = float(saved["score"])
-                elif index in futures:
-                    score = self._record_trained(index, rung, *futures.pop(index))
-                else:
-                    score = self._train(index, rung)
-                self.ledger.report(index, rung, score)
-                if self.on_result is not None:
-                    self.on_result(rung, index, score, resumed)
-            start, serialized = time.perf_counter(), self.seconds["serialize"]
-            reports.append(self._apply(self.ledger.decide(rung)))  # (promoted checkpoints count as serialize)
-            self.seconds["decide"] += time.perf_counter() - start - (self.seconds["serialize"] - serialized)
+        reports: list[RungReport] = []
+        if self.workers is not None:
+            self._run_on_workers(recorded, reports)
+            return reports
+        while (work := self.stream.next_work()) is not None:
+            self.stream.start(work)
+            saved = recorded.get(work.index, {}).get(self.rungs[work.rung])
+            score = float(saved["score"]) if saved is not None else self._train(work.index, work.rung)
+            self._feed(work, score, saved is not None, reports)
         return reports
 
-    def _apply(self, decision: RungDecision | None) -> RungReport:
-        if decision is None:  # every trial reported, so the ledger always decides
-            raise RuntimeError("the rung ledger could not decide a rung whose cohort has reported")
-        scores = self.ledger.scores(decision.rung)
+    def _run_on_workers(self, recorded: dict[int, dict[int, dict[str, Any]]], reports: list[RungReport]) -> None:
+        """The workers' loop: every idle worker gets the next piece of work at once; results are recorded
+        and fed to the stream as they come (in (index, rung) order when several come together)."""
+        idle = list(range(self.workers.jobs))
+        running: dict[Future, tuple[Work, int]] = {}
+        while True:
+            while idle:
+                work = self.stream.next_work()
+                if work is None:
+                    break
+                self.stream.start(work)
+                saved = recorded.get(work.index, {}).get(self.rungs[work.rung])
+                if saved is not None:
+                    self._feed(work, float(saved["score"]), True, reports)
+                    continue
+                worker = self._worker_for(work.index, idle)
+                if worker in idle:
+                    idle.remove(worker)
+                job = replace(self.make_job(work.index, work.rung), forget=tuple(self._forget.pop(worker, ())),
+                              keep=self._defer)
+                running[self.workers.train(job, worker)] = (work, worker)
+            self._write_saved([index for index, future in self._saving.items() if future.done()])
+            if not running:
+                break
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: (running[f][0].index, running[f][0].rung)):
+                work, worker = running.pop(future)
+                score = self._record_trained(work.index, work.rung, worker, future)
+                if all(other != worker for _, other in running.values()):
+                    idle.append(worker)
+                self._feed(work, score, False, reports)
+            idle.sort()
+        self._write_saved(list(self._saving))
+
+    def _worker_for(self, index: int, idle: list[int]) -> int:
+        """The worker for trial ``index``'s next piece: the one that keeps it when that one is idle; else an
+        idle one, reading the trial's checkpoint (made when it was promoted) once it is written; while it
+        is not, the keeping worker, after its current work."""
+        holder = self._holder.pop(index, None)
+        if holder is None or holder in idle:
+            return idle[0] if holder is None else holder
+        pending = self._saving.get(index)
+        if pending is not None and not pending.done():
+            return holder
+        self._write_saved([index])
+        self._forget.setdefault(holder, []).append(index)
+        return idle[0]
+
+    def _feed(self, work: Work, score: float, resumed: bool, reports: list[RungReport]) -> None:
+        """Give the stream a result; apply every rung decision it makes possible."""
+        made = self.stream.report(work.index, work.rung, score)
+        if self.on_result is not None:
+            self.on_result(work.rung, work.index, score, resumed)
+        for cohort, decision in made:
+            start, serialized = time.perf_counter(), self.seconds["serialize"]
+            reports.append(self._apply(cohort, decision))  # (promoted checkpoints count as serialize)
+            self.seconds["decide"] += time.perf_counter() - start - (self.seconds["serialize"] - serialized)
+
+    def _apply(self, cohort: int, decision: RungDecision) -> RungReport:
+        ledger = self.stream.ledger(cohort)
+        scores = ledger.scores(decision.rung)
         last = decision.rung == len(self.rungs) - 1
         if not last:  # a promoted trial's checkpoint, before any trial of the rung is removed
             self._save(list(decision.promoted))
@@ -491,9 +532,9 @@ class SynchronousSuccessiveHalving:
                 self.store.complete(index, scores[index])
         else:
             self.store.eliminate(decision.stopped)
-        trained = self.ledger.cohort(decision.rung)
+        trained = ledger.cohort(decision.rung)
         return RungReport(budget=decision.budget, trials=trained, scores={i: scores[i] for i in trained},
-                          promoted=list(decision.promoted))
+                          promoted=list(decision.promoted), cohort=cohort)
 
 
 @contextmanager

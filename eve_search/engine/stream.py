@@ -42,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +121,8 @@ class CohortStream:
         fraction: promoted share of each rung, in (0, 1].
         mode: ``"max"`` (a higher score is better) or ``"min"``.
         speculate: let idle workers train the leaders of an open rung ahead (see above).
+        cost: a configuration's relative cost per unit (e.g. its model's parameter count): among the
+            ready pieces of one rung, the costliest goes first. It orders work, never decides.
 
     Example:
         >>> stream = CohortStream(configs=2, rungs=(1, 2))
@@ -134,7 +136,8 @@ class CohortStream:
     """
 
     def __init__(self, configs: int | None, cohort_size: int | None = None, *, rungs: Sequence[float] = DEFAULT_RUNGS,
-                 fraction: float = PROMOTED_FRACTION, mode: str = "max", speculate: bool = False) -> None:
+                 fraction: float = PROMOTED_FRACTION, mode: str = "max", speculate: bool = False,
+                 cost: Callable[[int], float] | None = None) -> None:
         if configs is None and cohort_size is None:
             raise ValueError("Invalid cohort_size: None (a search of unknown length needs a cohort size)")
         self.configs: int | None = None if configs is None else check_int("configs", configs, 1)
@@ -143,6 +146,7 @@ class CohortStream:
         self.fraction = check_fraction(fraction)
         self.mode = mode
         self.speculate = bool(speculate)
+        self.cost = cost
         self.cohorts: int | None = None if configs is None else -(-configs // self.cohort_size)
         self._ledgers: list[RungLedger] = []  # one per opened cohort
         self._running: set[Work] = set()
@@ -218,15 +222,16 @@ class CohortStream:
                 decision = ledger.decide(rung - 1)
                 if decision is None:
                     break
-                for index in ledger.cohort(rung):
-                    if ledger.next_rung(index) == rung and (index, rung) not in busy:
-                        return Work(index, rung)
+                ready = [index for index in ledger.cohort(rung)
+                         if ledger.next_rung(index) == rung and (index, rung) not in busy]
+                if ready:
+                    return Work(self._costliest(ready), rung)
         for ledger in ledgers:  # then first-rung trials, opening the next cohort when none is left
-            for index in ledger.cohort(0):
-                if ledger.score(index, 0) is None and (index, 0) not in busy:
-                    return Work(index, 0)
+            ready = [index for index in ledger.cohort(0) if ledger.score(index, 0) is None and (index, 0) not in busy]
+            if ready:
+                return Work(self._costliest(ready), 0)
         if self.cohorts is None or self.opened < self.cohorts:
-            return Work(self.members(self.opened)[0], 0)
+            return Work(self._costliest(list(self.members(self.opened))), 0)
         if self.speculate:
             return self._speculative(busy, ledgers)
         return None
@@ -252,6 +257,13 @@ class CohortStream:
                 if not level:
                     break
         return None
+
+    def _costliest(self, candidates: list[int]) -> int:
+        """The first of ``candidates`` (in rank or joining order) or, with a cost hint, the costliest (ties:
+        the first), so the long pieces start early and the workers finish together."""
+        if self.cost is None or len(candidates) == 1:
+            return candidates[0]
+        return max(candidates, key=lambda index: (self.cost(index), -candidates.index(index)))
 
     # Feeding it -----------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from eve_search.engine.ledger import (
     PROMOTED_FRACTION,
     check_fraction,
     check_rungs,
-    rank_order,
+    rung_sizes,
 )
 from eve_search.optim import optimizer_names
 from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_torch_thread
@@ -62,6 +62,9 @@ class SweepSettings:
         cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
         backward_ratio: the pinned backward/forward ratio, or None (measured once per model shape).
         task: a registered task (:func:`~eve_search.tasks.task_names`).
+        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
+            synchronous sweep of its configurations (see :class:`~eve_search.engine.stream.CohortStream`);
+            None: one cohort of all (synchronous SHA over every configuration).
 
     Example:
         >>> settings = SweepSettings(space="arch", optimizer="eve", configs=8, rungs=(100, 300))
@@ -79,6 +82,7 @@ class SweepSettings:
     cost_mode: str = "calibrated"
     backward_ratio: float | None = None
     task: str = "adult"
+    cohort_size: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rungs", check_rungs(self.rungs))
@@ -90,6 +94,8 @@ class SweepSettings:
             value = getattr(self, name)
             check_int(name, value, 0)
         check_int("configs", self.configs, 1)
+        if self.cohort_size is not None:
+            check_int("cohort_size", self.cohort_size, 1, detail=" of configurations")
         check_cost_mode(self.cost_mode)
         if self.cost_mode == "measured" and self.backward_ratio is not None:
             raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "
@@ -104,6 +110,8 @@ class SweepSettings:
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values["rungs"] = list(self.rungs)
+        if self.cohort_size is None or self.cohort_size >= self.configs:  # one cohort: as stored before cohorts
+            values.pop("cohort_size")
         task = get_task(self.task)
         values.update(metric=task.metric, mode=task.mode)
         return values
@@ -391,15 +399,16 @@ class Sweep:
         self.calibrate(workers)
         calibration_seconds = time.perf_counter() - calibration_started
         s = self.settings
-        sizes = [len(self.configs)]
+        sizes = expected_rung_sizes(len(self.configs), s.cohort_size, s.rungs, s.fraction)
+        done_at = [0] * len(s.rungs)
         state = {"done": 0, "rung": 0, "best": None, "trained": 0, "written": -math.inf}
         sign = 1.0 if self.task.mode == "max" else -1.0
 
         def on_result(rung: int, index: int, score: float, resumed: bool) -> None:
-            if rung != state["rung"]:
-                state.update(rung=rung, done=0)
-                sizes.append(len(engine.ledger.cohort(rung)))
-            state["done"] += 1
+            if rung != state["rung"]:  # (with several cohorts, the count of the rung this result is at)
+                state.update(rung=rung, done=done_at[rung])
+            done_at[rung] += 1
+            state["done"] = done_at[rung]
             if not math.isnan(score) and (state["best"] is None or sign * score > sign * state["best"]):
                 state["best"] = score
             if not resumed:
@@ -423,15 +432,15 @@ class Sweep:
                 len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
                 details=self.note_best, on_result=on_result, workers=workers,
                 make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
-                job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint)
+                job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint,
+                cohort_size=s.cohort_size)
             reports = engine.run()
             self.test_best()
             winner = writer.get("winner")
             if winner is None:
-                final = reports[-1]
-                index = rank_order(dict(sorted(final.scores.items())), self.task.mode)[0]
+                index = engine.winner()
                 test = engine.evaluate_trial(index, "test", s.rungs[-1])
-                winner = {"index": index, "score": final.scores[index], "test": test}
+                winner = {"index": index, "score": engine.stream.completed()[index], "test": test}
                 writer.set("winner", winner)
                 writer.set("wall_seconds", self.elapsed())
         finally:
@@ -461,12 +470,29 @@ class Sweep:
             best={**best, "config": self.configs[best["index"]]},
             winner={"index": winner["index"], "config": self.configs[winner["index"]],
                     "score": winner["score"], "test": winner["test"]},
-            rungs=[{"budget": r.budget, "trials": len(r.trials), "promoted": len(r.promoted)} for r in reports],
+            rungs=[{"budget": budget, "trials": sum(len(r.trials) for r in reports if r.budget == budget),
+                    "promoted": sum(len(r.promoted) for r in reports if r.budget == budget)}
+                   for budget in s.rungs if any(r.budget == budget for r in reports)],
             trials=[{"index": index, "config": self.configs[index],
                      "scores": {str(budget): d["score"] for budget, d in sorted(details.get(index, {}).items())}}
                     for index in range(len(self.configs))],
             trained=trained,
         )
+
+
+def expected_rung_sizes(configs: int, cohort_size: int | None, rungs: tuple[int, ...], fraction: float) -> list[int]:
+    """How many trials each rung trains over every cohort when none fails.
+
+    Example:
+        >>> expected_rung_sizes(96, 48, (100, 300, 900, 2700, 3000), 1 / 3)
+        [96, 32, 12, 4, 2]
+    """
+    size = configs if cohort_size is None else cohort_size
+    totals = [0] * len(rungs)
+    for start in range(0, configs, size):
+        for k, n in enumerate(rung_sizes(min(size, configs - start), rungs, fraction)):
+            totals[k] += n
+    return totals
 
 
 def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,

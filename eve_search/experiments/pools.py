@@ -1,0 +1,127 @@
+"""Recording a pool with the audit's machinery: every configuration of a space trained by each trainer
+along one trajectory, its score, test score and training seconds kept at every rung budget.
+
+The audit (:mod:`eve_search.experiments.audit`) already trains each configuration once per trainer
+through a grid of budgets, never restarting, and keeps every grid point in the results store, so a
+killed recording resumes where it stopped. :func:`record_pool` runs it; :func:`pool_from_audit`
+turns its studies into a :class:`~eve_search.engine.pool.RecordedPool`, the file the simulator, the
+scale benchmark and the peer comparison replay. A recording still in progress exports the
+configurations every trainer has finished, in sampling order.
+
+Example:
+    >>> import pathlib, tempfile, torch
+    >>> from eve_search.tasks import Splits, Task, register_task
+    >>> from eve_search.tasks.spaces import Float, SearchSpace, register_space
+    >>> def blobs(data_dir=None):
+    ...     x = torch.randn(300, 4, generator=torch.Generator().manual_seed(0))
+    ...     y = (x.sum(dim=1) > 0).long()
+    ...     return Splits(x[:200], y[:200], x[200:250], y[200:250], x[250:], y[250:])
+    >>> register_task(Task("blobs-pool", "doctest task", load_data=blobs,
+    ...                    build_model=lambda config, data, generator: torch.nn.Linear(4, 2), batch_size=50))
+    >>> register_space(SearchSpace("blobs-pool-lr", (Float("lr", 1e-3, 1e-1, log=True),)))
+    >>> folder = pathlib.Path(tempfile.mkdtemp())
+    >>> pool = record_pool("blobs-pool", "blobs-pool-lr", ["adam", "eve"], configs=3, budgets=(10, 30),
+    ...                    storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder, backward_ratio=2.0)
+    >>> pool.size, pool.budgets, sorted(pool.trainers), pool.referee
+    (3, (10, 30), ['adam', 'eve'], 'adam')
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eve_search.engine.ledger import DEFAULT_RUNGS
+from eve_search.engine.pool import RecordedPool, TrainerRecord
+from eve_search.engine.sweep import Sweep
+from eve_search.experiments.audit import prepare_audit, run_audit
+from eve_search.tasks import Task
+
+__all__ = ["pool_from_audit", "record_pool"]
+
+
+def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
+                    notes: Mapping[str, Any] | None = None) -> RecordedPool:
+    """The pool that the audit studies of one space and one training seed hold so far.
+
+    Args:
+        prepared: the studies of :func:`~eve_search.experiments.audit.prepare_audit`, one seed.
+        referee: the trainer whose test score at the last budget judges a pick.
+        notes: free-form notes kept with the pool (when and where it was recorded).
+
+    Returns:
+        The pool of the configurations that every trainer has recorded at every budget (the longest
+        such prefix of the sampling order).
+
+    Example:
+        >>> pool_from_audit({}, "adam")
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid prepared: {} (expected the audit studies of one space and one seed)
+    """
+    seeds = {seed for _, seed in prepared}
+    if len(seeds) != 1:
+        raise ValueError(f"Invalid prepared: {dict(prepared)!r} (expected the audit studies of one space and one seed)")
+    trainers = [trainer for trainer, _ in prepared]
+    if referee not in trainers:
+        raise ValueError(f"Invalid referee: {referee!r} (expected one of the audited trainers: {', '.join(trainers)})")
+    any_sweep = next(iter(prepared.values()))
+    task, settings = any_sweep.task, any_sweep.settings
+    budgets = tuple(settings.rungs)
+    details = {trainer: sweep.store.rung_details() for (trainer, _), sweep in prepared.items()}
+    count = 0
+    while count < len(any_sweep.configs) and all(
+            all(b in details[t].get(count, {}) for b in budgets) for t in trainers):
+        count += 1
+    records = {}
+    for trainer in trainers:
+        rows = [details[trainer][k] for k in range(count)]
+        records[trainer] = TrainerRecord(
+            score=[[float(row[b]["score"]) for b in budgets] for row in rows],
+            test=[[float((row[b].get("test") or {}).get(task.metric, float("nan"))) for b in budgets] for row in rows],
+            seconds=[[float(row[b]["wall_seconds"]) for b in budgets] for row in rows])
+    recorded = {"date": datetime.date.today().isoformat(), "machine": platform.machine(),
+                "cpus": os.cpu_count(), "trainers_seconds": {t: float(s.store.get("wall_seconds", 0.0))
+                                                             for (t, _), s in prepared.items()},
+                **dict(notes or {})}
+    return RecordedPool(task=task.name, space=settings.space, metric=task.metric, mode=task.mode, budgets=budgets,
+                        configs=[dict(c) for c in any_sweep.configs[:count]], trainers=records, referee=referee,
+                        config_seed=settings.config_seed, seed=settings.seed, backward_ratio=settings.backward_ratio,
+                        recorded=recorded)
+
+
+def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, configs: int, storage: str,
+                checkpoint_dir: Path, budgets: Sequence[int] = DEFAULT_RUNGS, seed: int = 0,
+                backward_ratio: float | None = 2.0, referee: str = "adam", data_dir: Path | None = None,
+                notes: Mapping[str, Any] | None = None, progress: Any = None) -> RecordedPool:
+    """Train (or resume) every trajectory of the pool, then return it (see :func:`pool_from_audit`).
+
+    Args:
+        task: the task, or a registered task's name.
+        space: the search space.
+        trainers: the trainers recorded (the referee among them).
+        configs: configurations sampled (configuration seed 0).
+        storage: the results store's URL, where the runs are kept (a killed recording resumes).
+        checkpoint_dir: where unfinished trajectories keep their checkpoints.
+        budgets: the rung budgets recorded (default: the paper's).
+        seed: the training seed.
+        backward_ratio: the pinned backward/forward ratio (default 2: charges that do not depend on
+            the machine); None calibrates.
+        referee: the trainer whose test score at the last budget judges a pick.
+        data_dir: the task's data folder (None: its default).
+        notes: free-form notes kept with the pool.
+        progress: the audit's progress callback (see :func:`~eve_search.experiments.audit.run_audit`).
+
+    Returns:
+        The :class:`~eve_search.engine.pool.RecordedPool`.
+    """
+    names = list(dict.fromkeys([*trainers, referee]))
+    prepared = prepare_audit(task, space, names, [seed], storage=storage, checkpoint_dir=checkpoint_dir,
+                             budgets=budgets, configs=configs, backward_ratio=backward_ratio, data_dir=data_dir,
+                             truth=referee)
+    run_audit(prepared, progress)
+    return pool_from_audit(prepared, referee, notes=notes)
