@@ -390,3 +390,55 @@ def test_a_resumed_engine_with_workers_tests_the_winner_at_its_last_rung_not_fro
     expected = reference.evaluate_trial(winner, "test", 180)
     assert resumed.evaluate_trial(winner, "test", 180) == expected
     assert [what for what, *_ in workers.log] == ["train", "save"]  # replayed by a worker, then asked for
+
+
+def cohort_engine(store, workers=None, **kwargs):
+    """Nine configurations in three cohorts of three."""
+    if workers is None:
+        return engine(store, "adam", cohort_size=3, **kwargs)
+    run = worker_engine(store, workers)
+    return SynchronousSuccessiveHalving(9, factory("adam"), store, rungs=RUNGS, workers=workers,
+                                        make_job=run.make_job, cohort_size=3, **kwargs)
+
+
+def decided(reports):
+    return sorted((r.cohort, r.budget, tuple(r.promoted), tuple(sorted(r.scores.items()))) for r in reports)
+
+
+def test_a_stream_of_cohorts_decides_each_cohort_alone_and_alike_on_any_number_of_workers(tmp_path):
+    alone = []
+    for cohort in range(3):  # each cohort as its own synchronous sweep
+        members = list(range(3 * cohort, 3 * cohort + 3))
+        sweep = SynchronousSuccessiveHalving(3, lambda i, m=members: factory("adam")(m[i]),
+                                             FolderStore(tmp_path / f"alone-{cohort}"), rungs=RUNGS)
+        (tmp_path / f"alone-{cohort}").mkdir()
+        for r in sweep.run():
+            alone.append((cohort, r.budget, tuple(members[i] for i in r.promoted),
+                          tuple(sorted((members[i], s) for i, s in r.scores.items()))))
+    (tmp_path / "one").mkdir()
+    one = cohort_engine(FolderStore(tmp_path / "one"))
+    assert decided(one.run()) == sorted(alone)
+    for jobs in (1, 2, 3):
+        (tmp_path / f"jobs-{jobs}").mkdir()
+        many = cohort_engine(DeferringStore(tmp_path / f"jobs-{jobs}"), InlineWorkers(jobs, keep_bytes=2**30))
+        assert decided(many.run()) == sorted(alone)
+        assert many.winner() == one.winner()
+
+
+def test_a_stream_of_cohorts_interrupted_anywhere_resumes_to_the_same_decisions(tmp_path):
+    (tmp_path / "whole").mkdir()
+    whole = decided(cohort_engine(FolderStore(tmp_path / "whole")).run())
+    for stop in (1, 7, 12):
+        folder = tmp_path / f"stop-{stop}"
+        folder.mkdir()
+        store = FolderStore(folder)
+        seen = []
+
+        def on_result(rung, index, score, resumed, seen=seen, stop=stop):
+            seen.append(index)
+            if len(seen) == stop:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            cohort_engine(store, on_result=on_result).run()
+        assert decided(cohort_engine(store).run()) == whole
