@@ -129,6 +129,10 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
         Rows with ``method``, ``workers``, and ``wall``, ``utilisation``, ``dropped``, ``units`` and
         ``referee`` as ``{"mean", "sd"}`` over seeds, ``pick`` (the configurations picked, pool indices,
         per seed) and ``same_decisions`` (equal to one worker's at every seed; None for the peers).
+
+    Example (a pool's rows; the module's example builds one):
+        >>> rows = scale_table(pool, "adam", workers=[1, 4], cohorts=10)  # doctest: +SKIP
+        >>> [row["utilisation"]["mean"] for row in rows if row["method"] == "stream"]  # doctest: +SKIP
     """
     rungs = pool.budgets if rungs is None else tuple(rungs)
     unknown = [m for m in methods if m not in METHODS]

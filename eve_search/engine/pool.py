@@ -61,7 +61,17 @@ class PoolError(ValueError):
 @dataclass
 class TrainerRecord:
     """One trainer's trajectories: per configuration, per budget, the validation score, the test score
-    and the cumulative training seconds."""
+    and the cumulative training seconds.
+
+    Attributes:
+        score: ``score[k][b]``, configuration k's validation score at budget number b.
+        test: the test scores, alike.
+        seconds: the cumulative training seconds, alike.
+
+    Example:
+        >>> TrainerRecord(score=[[0.5, 0.6]], test=[[0.5, 0.6]], seconds=[[0.1, 0.3]]).seconds[0][-1]
+        0.3
+    """
 
     score: list[list[float]]
     test: list[list[float]]
@@ -70,7 +80,23 @@ class TrainerRecord:
 
 @dataclass
 class RecordedPool:
-    """A recorded pool (see the module's docstring for the file format)."""
+    """A recorded pool (see the module's docstring for the file format).
+
+    Attributes:
+        task, space, metric, mode: what was trained and how a score ranks (``"max"`` or ``"min"``).
+        budgets: the recorded budgets, increasing.
+        configs: the configurations, in sampling order.
+        trainers: each trainer's :class:`TrainerRecord`.
+        referee: the trainer whose test score at the last budget judges a pick.
+        config_seed, seed, backward_ratio: how the configurations were drawn and trained.
+        recorded: free-form notes (date, machine, load).
+
+    Example:
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1,),
+        ...                     configs=[{}], referee="adam", trainers={"adam": TrainerRecord([[0.5]], [[0.4]], [[0.1]])})
+        >>> pool.size, pool.referee_score(0)
+        (1, 0.4)
+    """
 
     task: str
     space: str
@@ -144,7 +170,21 @@ class RecordedPool:
 
 def save_pool(pool: RecordedPool, path: Path) -> None:
     """Write ``pool`` as JSON (gzip when the name ends in ``.gz``), atomically: a reader sees the old
-    file or the new one, never a part."""
+    file or the new one, never a part.
+
+    Args:
+        pool: the pool.
+        path: the file to write.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1,),
+        ...                     configs=[{}], referee="adam", trainers={"adam": TrainerRecord([[0.5]], [[0.4]], [[0.1]])})
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "toy.json.gz"
+        >>> save_pool(pool, path)
+        >>> load_pool(path).trainers["adam"].score
+        [[0.5]]
+    """
     from eve_search.engine.checkpoint import save_atomically
 
     text = json.dumps(pool.as_dict(), separators=(",", ":"), allow_nan=True).encode()
@@ -169,8 +209,23 @@ def _rows(value: Any, where: str) -> list[list[float]]:
 def load_pool(path: Path | str) -> RecordedPool:
     """Read a pool file written by :func:`save_pool` (or by hand), checking every field.
 
+    Args:
+        path: the file (JSON, gzip-compressed or not).
+
+    Returns:
+        The :class:`RecordedPool`.
+
     Raises:
         PoolError: the file is missing, unreadable, not JSON, or not a valid pool (one line, naming it).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "bad.json"
+        >>> _ = path.write_text('{"format": "eve-search-pool", "version": 1, "configs": [], "trainers": {}}')
+        >>> load_pool(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        eve_search.engine.pool.PoolError: Invalid pool '...bad.json': trainers is not a non-empty object
     """
     path = Path(path)
     where = f"Invalid pool {str(path)!r}"

@@ -56,6 +56,10 @@ class Simulation:
         decisions: every ``(cohort, RungDecision)``, in the order they were made.
         winner: the configuration the search picked (None: none completed).
         trained: pieces of work run (trial-rungs, speculative ones included).
+
+    Example:
+        >>> Simulation(workers=2, wall=4.0, work=6.0).utilisation
+        0.75
     """
 
     workers: int
@@ -100,6 +104,13 @@ def simulate(stream: CohortStream, *, workers: int, duration: Callable[[Work], f
 
     Returns:
         A :class:`Simulation`.
+
+    Example:
+        >>> from eve_search.engine.stream import CohortStream
+        >>> result = simulate(CohortStream(3, rungs=(1,)), workers=2, duration=lambda work: 1.0,
+        ...                   score=lambda index, rung: -index)
+        >>> result.wall, result.winner, result.busy
+        (2.0, 0, [2.0, 1.0])
     """
     check_int("workers", workers, 1)
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 10:
@@ -165,7 +176,26 @@ def simulate(stream: CohortStream, *, workers: int, duration: Callable[[Work], f
 
 def pool_score(pool: RecordedPool, trainer: str, rungs: tuple[int, ...],
                order: list[int] | None = None) -> Callable[[int, int], float]:
-    """The recorded score of search position ``index`` (``order[index]`` in the pool) at rung ``rung``."""
+    """The recorded score of search position ``index`` (``order[index]`` in the pool) at rung ``rung``.
+
+    Args:
+        pool: the recorded pool.
+        trainer: the trainer whose trajectories are replayed.
+        rungs: the search's rung budgets (each recorded in the pool).
+        order: search position -> pool configuration (default: the pool's order).
+
+    Returns:
+        ``score(index, rung)``, as :func:`simulate` takes it.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 2),
+        ...                     configs=[{}, {}], referee="adam",
+        ...                     trainers={"adam": TrainerRecord([[0.1, 0.2], [0.3, 0.4]], [[0, 0], [0, 0]],
+        ...                                                     [[1, 2], [1, 3]])})
+        >>> pool_score(pool, "adam", (1, 2), order=[1, 0])(0, 1)
+        0.4
+    """
     positions = pool.rung_positions(rungs)
     record = pool.trainers[trainer].score
     order = list(range(pool.size)) if order is None else order
@@ -174,7 +204,25 @@ def pool_score(pool: RecordedPool, trainer: str, rungs: tuple[int, ...],
 
 def pool_duration(pool: RecordedPool, trainer: str, rungs: tuple[int, ...],
                   order: list[int] | None = None) -> Callable[[Work], float]:
-    """The recorded seconds of a piece of work (training from the previous rung's budget to its rung's)."""
+    """The recorded seconds of a piece of work (training from the previous rung's budget to its rung's).
+
+    Args:
+        pool: the recorded pool.
+        trainer: the trainer whose trajectories are replayed.
+        rungs: the search's rung budgets (each recorded in the pool).
+        order: search position -> pool configuration (default: the pool's order).
+
+    Returns:
+        ``duration(work)``, as :func:`simulate` takes it.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 2),
+        ...                     configs=[{}], referee="adam",
+        ...                     trainers={"adam": TrainerRecord([[0.1, 0.2]], [[0, 0]], [[1.0, 2.5]])})
+        >>> pool_duration(pool, "adam", (1, 2))(Work(0, 1))
+        1.5
+    """
     positions = pool.rung_positions(rungs)
     order = list(range(pool.size)) if order is None else order
     return lambda work: pool.segment_seconds(trainer, order[work.index], positions[work.rung],
@@ -185,7 +233,31 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
                   rungs: tuple[int, ...] | None = None, fraction: float = 1 / 3, speculate: bool = False,
                   order: list[int] | None = None, jitter: float = 0.0, jitter_seed: int = 0) -> Simulation:
     """:func:`simulate` over a recorded pool: search position ``i`` is the pool's configuration
-    ``order[i]`` (default: the pool's order); ``configs`` of them in cohorts of ``cohort_size``."""
+    ``order[i]`` (default: the pool's order); ``configs`` of them in cohorts of ``cohort_size``.
+
+    Args:
+        pool: the recorded pool.
+        trainer: the trainer whose trajectories are replayed.
+        workers: simulated workers.
+        configs: configurations searched.
+        cohort_size: configurations per cohort (None: one cohort).
+        rungs: the rung budgets (default: the pool's).
+        fraction: the promoted share of each rung.
+        speculate: train an open rung's leaders ahead on idle workers.
+        order: search position -> pool configuration.
+        jitter, jitter_seed: as for :func:`simulate`.
+
+    Returns:
+        The :class:`Simulation`.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1,),
+        ...                     configs=[{}, {}], referee="adam",
+        ...                     trainers={"adam": TrainerRecord([[0.1], [0.3]], [[0], [0]], [[1.0], [2.0]])})
+        >>> simulate_pool(pool, "adam", workers=2, configs=2).winner
+        1
+    """
     rungs = pool.budgets if rungs is None else tuple(rungs)
     if configs > (pool.size if order is None else len(order)):
         raise ValueError(f"Invalid configs: {configs} (the pool holds {pool.size} configurations)")

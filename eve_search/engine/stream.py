@@ -71,6 +71,10 @@ class Work:
         index: the configuration's index in sampling order.
         rung: the rung to train to.
         speculative: trained ahead of its cohort's decision (see :class:`CohortStream`).
+
+    Example:
+        >>> Work(3, 1)
+        Work(index=3, rung=1, speculative=False)
     """
 
     index: int
@@ -81,6 +85,14 @@ class Work:
 def cohort_units(size: int, rungs: Sequence[float] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION) -> int:
     """The charged units one cohort of ``size`` trials spends when none fails: each rung's trials
     times the budget it adds to them.
+
+    Args:
+        size: the cohort's configurations.
+        rungs: the rung budgets.
+        fraction: the promoted share of each rung.
+
+    Returns:
+        The units, a whole number.
 
     Example:
         >>> cohort_units(48)  # 48 x 100 + 16 x 200 + 6 x 600 + 2 x 1,800 + 1 x 300
@@ -95,6 +107,15 @@ def cohorts_within(units: float, cohort_size: int, rungs: Sequence[float] = DEFA
                    fraction: float = PROMOTED_FRACTION) -> int:
     """How many whole cohorts fit in a budget of ``units`` charged units (at least one): the stop rule
     of a search bounded by compute, decided before it starts, so it does not depend on timing.
+
+    Args:
+        units: the budget in charged units.
+        cohort_size: configurations per cohort.
+        rungs: the rung budgets.
+        fraction: the promoted share of each rung.
+
+    Returns:
+        The number of cohorts.
 
     Example:
         >>> cohorts_within(100_000, 48)

@@ -118,6 +118,10 @@ def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, config
 
     Returns:
         The :class:`~eve_search.engine.pool.RecordedPool`.
+
+    Example (the module's example records a tiny one; the Adult pools take hours):
+        >>> pool = record_pool("adult", "arch", ["adam", "eve"], configs=512,  # doctest: +SKIP
+        ...                    storage="sqlite:///pools/results.db", checkpoint_dir=Path("pools"))
     """
     names = list(dict.fromkeys([*trainers, referee]))
     prepared = prepare_audit(task, space, names, [seed], storage=storage, checkpoint_dir=checkpoint_dir,

@@ -1,0 +1,123 @@
+"""A recorded pool replayed through the simulator decides exactly as the real engine does on the same
+configurations, and a pool file survives a round trip and refuses tampering in one line."""
+
+import gzip
+import json
+
+import pytest
+
+from eve_search.engine.pool import PoolError, load_pool, save_pool
+from eve_search.engine.sha import SynchronousSuccessiveHalving
+from eve_search.engine.simulator import simulate_pool
+from eve_search.experiments.audit import prepare_audit
+from eve_search.experiments.pools import pool_from_audit, record_pool
+
+RUNGS = (20, 60, 120)
+
+
+class Store:
+    """A RungStore in memory (checkpoints in a folder)."""
+
+    def __init__(self, folder):
+        self.folder, self.details = folder, {}
+
+    def rung_details(self):
+        return self.details
+
+    def checkpoint_path(self, index):
+        return self.folder / f"{index}.pt"
+
+    def record(self, index, budget, details, checkpoint):
+        self.checkpoint_path(index).write_bytes(checkpoint)
+        self.details.setdefault(index, {})[budget] = details
+
+    def eliminate(self, indices):
+        pass
+
+    def complete(self, index, score):
+        pass
+
+
+@pytest.fixture(scope="module")
+def tiny_pool(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pool")
+    pool = record_pool("tiny", "tiny", ["adam", "eve"], configs=6, budgets=RUNGS, storage=f"sqlite:///{folder}/runs.db",
+                       checkpoint_dir=folder / "checkpoints")
+    return pool, folder
+
+
+@pytest.mark.parametrize("trainer", ["adam", "eve"])
+@pytest.mark.parametrize("cohort_size", [None, 3])
+def test_a_replayed_pool_decides_as_the_real_engine_on_the_same_configurations(tiny_pool, tmp_path, trainer,
+                                                                               cohort_size):
+    pool, folder = tiny_pool
+    prepared = prepare_audit("tiny", "tiny", [trainer], [0], storage=f"sqlite:///{folder}/runs.db",
+                             checkpoint_dir=folder / "checkpoints", budgets=RUNGS, configs=6, backward_ratio=2.0)
+    sweep = prepared[(trainer, 0)]
+    engine = SynchronousSuccessiveHalving(6, sweep.make_trial, Store(tmp_path), rungs=RUNGS, cohort_size=cohort_size)
+    real = sorted((r.cohort, r.budget, tuple(r.promoted), tuple(sorted(r.scores.items()))) for r in engine.run())
+    for workers in (1, 3, 16):
+        simulated = simulate_pool(pool, trainer, workers=workers, configs=6, cohort_size=cohort_size, jitter=0.3,
+                                  jitter_seed=workers)
+        ledger_scores = {(c, d.rung): d for c, d in simulated.decisions}
+        assert sorted((c, RUNGS[d.rung], tuple(d.promoted)) for c, d in simulated.decisions) == \
+            [(c, budget, promoted) for c, budget, promoted, _ in real]
+        assert len(ledger_scores) == len(real)
+        for c, budget, _, scores in real:  # the recorded scores are the engine's, bit for bit
+            assert all(pool.score(trainer, index, RUNGS.index(budget)) == score for index, score in scores)
+        assert simulated.winner == engine.winner()
+
+
+def test_a_pool_round_trips_and_a_recording_in_progress_exports_its_finished_prefix(tiny_pool, tmp_path):
+    pool, _ = tiny_pool
+    path = tmp_path / "pool.json.gz"
+    save_pool(pool, path)
+    assert load_pool(path).as_dict() == pool.as_dict()
+    prepared = prepare_audit("tiny", "tiny", ["adam", "eve"], [0], storage=f"sqlite:///{tmp_path}/runs.db",
+                             checkpoint_dir=tmp_path / "checkpoints", budgets=RUNGS, configs=4, backward_ratio=2.0)
+    assert pool_from_audit(prepared, "adam").size == 0  # nothing trained yet
+    sweep = prepared[("adam", 0)]
+    sweep.calibrate()
+    trial = sweep.make_trial(0)
+    for budget in RUNGS:  # one trainer's first configuration, recorded as the audit records it
+        trial.train_to(budget)
+        sweep.store.record(0, budget, {"score": trial.score(trial.evaluate()), "val": trial.evaluate(),
+                                       "charged_units": trial.charged_units, "wall_seconds": trial.wall_seconds,
+                                       "backward_passes": 0}, None)
+    assert pool_from_audit(prepared, "adam").size == 0  # eve has not recorded it: not in the pool yet
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda d: d.update(format="other"),
+    lambda d: d.update(version=2),
+    lambda d: d.pop("configs"),
+    lambda d: d["trainers"]["adam"].update(score="x"),
+    lambda d: d["trainers"]["adam"]["seconds"][0].__setitem__(0, -1.0),
+    lambda d: d["trainers"]["adam"]["seconds"][0].__setitem__(1, float("nan")),
+    lambda d: d["trainers"]["adam"]["score"].pop(),
+    lambda d: d["trainers"]["adam"]["test"][0].append(0.5),
+    lambda d: d.update(referee="sgd"),
+    lambda d: d.update(budgets=[3, 1]),
+    lambda d: d.update(mode="up"),
+    lambda d: d["trainers"]["adam"]["score"][0].__setitem__(0, True),
+])
+def test_a_tampered_pool_is_refused_in_one_line(tiny_pool, tmp_path, tamper):
+    pool, _ = tiny_pool
+    document = json.loads(json.dumps(pool.as_dict()))
+    tamper(document)
+    path = tmp_path / "pool.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(PoolError) as caught:
+        load_pool(path)
+    assert len(str(caught.value).splitlines()) == 1 and str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x1f\x8b broken", b"[" * 100_000, b"{not json", gzip.compress(b"[]")])
+def test_an_unreadable_pool_is_refused_in_one_line(tmp_path, content):
+    path = tmp_path / "pool.json.gz"
+    path.write_bytes(content)
+    with pytest.raises(PoolError) as caught:
+        load_pool(path)
+    assert len(str(caught.value).splitlines()) == 1
+    with pytest.raises(PoolError, match="No such file"):
+        load_pool(tmp_path / "missing.json")
