@@ -79,6 +79,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="scale each duration by exp(J x N(0, 1)), to show that decisions do not depend on "
                              "timing (default 0)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write every row as JSON")
+    parser.add_argument("--svg", type=Path, metavar="PATH",
+                        help="draw utilisation against workers, one line per method, as an SVG file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
     from eve_search.engine.pool import PoolError, load_pool
 
     check_output_path(args.json, "--json", "bench scale")
+    check_output_path(args.svg, "--svg", "bench scale")
     try:
         pool = load_pool(args.pool)
     except PoolError as error:
@@ -130,4 +133,43 @@ def run(args: argparse.Namespace) -> int:
                                     "cohorts": args.cohorts, "seeds": list(args.seeds), "jitter": args.jitter,
                                     "recorded": pool.recorded, "rows": rows}
         write_json(args.json, "bench-scale", document)
+    if args.svg:
+        from eve_search.engine.checkpoint import save_atomically
+
+        save_atomically(utilisation_svg(rows, f"{pool.task} {pool.space}, {args.cohorts} cohorts of "
+                                              f"{args.cohort_size}, trainer {args.trainer}").encode(), args.svg)
     return 0
+
+
+def utilisation_svg(rows: list[dict[str, Any]], title: str) -> str:
+    """Utilisation against simulated workers (log axis), one line per method, as a standalone SVG.
+
+    Args:
+        rows: the rows of :func:`~eve_search.benchmarks.scale.scale_table`.
+        title: the chart's caption (escaped).
+
+    Returns:
+        The SVG document's text.
+
+    Example:
+        >>> row = {"method": "stream", "workers": 1, "utilisation": {"mean": 1.0, "sd": 0.0}}
+        >>> svg = utilisation_svg([row, {**row, "workers": 4, "utilisation": {"mean": 0.9, "sd": 0.01}}], "<t>")
+        >>> svg.startswith("<svg"), "&lt;t&gt;" in svg, svg.count("<svg")
+        (True, True, 1)
+    """
+    from eve_search.dashboard._svg import Point, Series, chart, color_for, esc
+
+    methods = list(dict.fromkeys(row["method"] for row in rows))
+    series = [Series(method, [Point(row["workers"], row["utilisation"]["mean"], yerr=row["utilisation"]["sd"],
+                                    label=f"{method}, {row['workers']} workers")
+                              for row in rows if row["method"] == method],
+                     color=color_for(method, methods), lines=True, dashed="spec" in method)
+              for method in methods]
+    figure = chart(series, title=title, x_label="simulated workers", y_label="utilisation", x_log=True,
+                   width=640, height=400)
+    svg = figure[figure.index("<svg"):figure.index("</svg>") + len("</svg>")]  # the chart, not the legend
+    legend = "".join(f'<text x="612" y="{32 + 16 * k}" font-size="12" text-anchor="end" '
+                     f'fill="{color_for(m, methods)}">{esc(m)}</text>' for k, m in enumerate(methods))
+    if 'xmlns=' not in svg[:200]:
+        svg = svg.replace("<svg", '<svg xmlns="http://www.w3.org/2000/svg"', 1)
+    return svg.replace("</svg>", legend + "</svg>")
