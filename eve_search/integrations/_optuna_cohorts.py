@@ -6,14 +6,15 @@ only way a study that runs "one trial at a time" can judge a rung among a whole 
 cohort's trials alive at once, each in its own thread, and let them take turns training: a trial
 waiting at a rung inside ``should_prune()`` gives up its turn, and the next trial of the cohort starts
 or goes on. :func:`optimize_in_cohorts` does that with ``n_jobs`` turns (one by default: the compute
-of a sequential study), handing a free turn to the oldest trial that asks for one. Each trial runs
-through ``study.optimize(..., n_trials=1)`` in its thread, so states, heartbeats, ``catch``,
-callbacks and logging are Optuna's own.
+of a sequential study). A free turn goes where the scheduling core of a stream of cohorts
+(:class:`~eve_search.engine.stream.CohortStream`, replayed from the study) says: a promoted trial of
+the oldest cohort first, then a new trial, which opens the next cohort when the current one waits at a
+rung. Each trial runs through ``study.optimize(..., n_trials=1)`` in its thread, so states, heartbeats,
+``catch``, callbacks and logging are Optuna's own.
 """
 
 from __future__ import annotations
 
-import heapq
 import math
 import threading
 import time
@@ -29,51 +30,86 @@ from eve_search.integrations._optuna_pruner import _THREAD, SynchronousSHAPruner
 __all__ = ["optimize_in_cohorts"]
 
 
-class _Turns:
-    """``n`` training turns, each free one handed to the oldest waiting trial (lowest launch number)."""
+NEW_TRIAL = -1  # the launcher's place among those asking for a turn: it starts the next trial
 
-    def __init__(self, n: int) -> None:
+
+class _Turns:
+    """``n`` training turns. A free turn goes to the one asking for it (a promoted trial by its number, or the
+    launcher as :data:`NEW_TRIAL`) whose work ``choose`` puts first; ``training`` holds the numbers of the
+    trials that hold a turn now.
+
+    Args:
+        n: the number of turns.
+        choose: ``choose(asking, training)`` -> the one of ``asking`` to serve.
+    """
+
+    def __init__(self, n: int, choose: Callable[[set[int], set[int]], int]) -> None:
         self._free = n
-        self._waiting: list[int] = []
+        self._asking: set[int] = set()
+        self.training: set[int] = set()
+        self._choose = choose
+        self._chosen: int | None = None  # who gets the next free turn (None: to be chosen again)
         self._condition = threading.Condition()
 
-    def acquire(self, priority: int, give_up: Callable[[], bool] | None = None) -> bool:
+    def _next(self) -> int:
+        if self._chosen is None or self._chosen not in self._asking:
+            self._chosen = next(iter(self._asking)) if len(self._asking) == 1 else \
+                self._choose(set(self._asking), set(self.training))
+        return self._chosen
+
+    def acquire(self, who: int, give_up: Callable[[], bool] | None = None) -> bool:
         with self._condition:
-            heapq.heappush(self._waiting, priority)
+            self._asking.add(who)
+            self._chosen = None
             try:
-                while self._free == 0 or self._waiting[0] != priority:
+                while self._free == 0 or self._next() != who:
                     if give_up is not None and give_up():
                         return False
+                    if self._free:
+                        self._condition.notify_all()  # the free turn is another's: wake it
                     self._condition.wait(None if give_up is None else 0.05)
                 self._free -= 1
+                if who != NEW_TRIAL:
+                    self.training.add(who)
                 return True
             finally:
-                self._waiting.remove(priority)
-                heapq.heapify(self._waiting)
+                self._asking.discard(who)
+                self._chosen = None
                 self._condition.notify_all()
 
-    def release(self) -> None:
+    def release(self, number: int | None) -> None:
         with self._condition:
             self._free += 1
+            self.training.discard(number)  # type: ignore[arg-type]
+            self._chosen = None
             self._condition.notify_all()
+
+    def bind(self, number: int) -> None:
+        """The turn the launcher took now belongs to trial ``number``."""
+        with self._condition:
+            self.training.add(number)
 
 
 class _Turn:
     """One trial's turn: the pruner releases it while the trial waits at a rung, and takes it back after."""
 
-    def __init__(self, turns: _Turns, priority: int) -> None:
+    def __init__(self, turns: _Turns) -> None:
         self._turns = turns
-        self._priority = priority
+        self.number: int | None = None  # known once the trial is asked
         self.held = True  # the launcher acquired it for the trial
+
+    def bind(self, number: int) -> None:
+        self.number = number
+        self._turns.bind(number)
 
     def release(self) -> None:
         if self.held:
             self.held = False
-            self._turns.release()
+            self._turns.release(self.number)
 
     def acquire(self) -> None:
         if not self.held:
-            self._turns.acquire(self._priority)
+            self._turns.acquire(self.number if self.number is not None else NEW_TRIAL)
             self.held = True
 
 
@@ -182,9 +218,28 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     if not isinstance(catch, tuple):
         raise ValueError(f"Invalid catch: {catch!r} (expected a tuple of exception types)")
     user_callbacks = list(callbacks or ())
-    pruner._size(study)  # a missing cohort size is reported before any trial starts
+    pruner._size(study)  # a missing cohort size, or a study with several objectives, is refused before any trial
+    pruner._mode(study)
 
-    turns = _Turns(n_jobs)
+    def choose(asking: set[int], training: set[int]) -> int:
+        """The work the stream of cohorts offers first among those asking: a promoted trial of the oldest
+        cohort, else a new trial (the oldest asking, should the stream not name any)."""
+        stream, number = pruner.stream_view(study, training)
+        for _ in range(len(asking) + len(training) + pruner._size(study) * (len(pruner.rungs) + 1)):
+            work = stream.next_work()
+            if work is None:
+                break
+            stream.start(work)
+            held_by = number(work.index)
+            if held_by is None:  # a trial not asked yet: the launcher's work, and all that follows is too
+                if NEW_TRIAL in asking:
+                    return NEW_TRIAL
+                break
+            if held_by in asking:
+                return held_by
+        return min(asking, key=lambda who: (who == NEW_TRIAL, who))
+
+    turns = _Turns(n_jobs, choose)
     gate = _Gate()
     errors: list[BaseException] = []
     threads: list[threading.Thread] = []
@@ -215,6 +270,7 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
         _THREAD.slot = turn
 
         def run(trial: optuna.Trial) -> Any:
+            turn.bind(trial.number)
             asked.set()  # its number is taken: the next trial may be asked
             try:
                 return objective(trial)
@@ -239,10 +295,10 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
             if expired():
                 gate.close_locked("timeout")
             if gate.closed:
-                turns.release()
+                turns.release(None)
                 return False
             asked = threading.Event()
-            thread = threading.Thread(target=work, args=(_Turn(turns, number), asked), daemon=True,
+            thread = threading.Thread(target=work, args=(_Turn(turns), asked), daemon=True,
                                       name=f"eve-search-cohort-trial-{number}")
             thread.start()
             threads.append(thread)
@@ -261,7 +317,7 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
                 if gate.closed:
                     reason = gate.reason or reason
                     break
-                if not turns.acquire(launched, give_up):
+                if not turns.acquire(NEW_TRIAL, give_up):
                     continue  # the gate closed or the time ran out while waiting for a turn: seen above
                 if not launch(launched):
                     reason = gate.reason or reason

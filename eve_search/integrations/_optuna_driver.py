@@ -12,16 +12,22 @@ trial stays in memory between rungs. On SQLite and PostgreSQL the claim (with it
 one transaction, the result and the return to WAITING another, and the trials a rung ends are ended
 together in a third (:mod:`eve_search.engine._stores`); on another storage each is Optuna's own call.
 
-A rung is decided by the rung ledger (:mod:`eve_search.engine.ledger`) once every live trial of its cohort
-has reported; the ledger is rebuilt from the storage on every look, so workers share no state but the
-database. Eliminated trials end PRUNED (their checkpoints deleted), the survivor of the last rung
-COMPLETE with its score.
+The work a worker takes next is chosen by the scheduling core, a
+:class:`~eve_search.engine.stream.CohortStream` rebuilt from the storage on every look (workers share no
+state but the database): the configurations form cohorts of ``cohort_size`` in index order, a promoted
+trial of the oldest cohort goes first, then a first-rung trial of the oldest cohort that has one, so a
+worker that would wait at a rung barrier trains the next cohort instead. Each cohort's rungs are decided
+by its rung ledger (:mod:`eve_search.engine.ledger`) once every live trial of the cohort has reported,
+whatever the number of workers or the order in which results arrive. Eliminated trials end PRUNED
+(their checkpoints deleted), the survivor of each cohort's last rung COMPLETE with its score.
 
 A worker that dies stops sending heartbeats; after the grace period any worker's
 ``optuna.storages.fail_stale_trials`` marks its trial FAIL, and the storage's
 ``RetryHeartbeatStaleTrialCallback`` (set by :func:`worker_storage`) queues a copy with the same
 parameters, user attributes and reported values, which another worker resumes from the checkpoint.
 Training is deterministic (one seed per configuration), so the result equals an uninterrupted run.
+No decision reads a clock: a failed configuration leaves its cohort when the storage shows that no
+retry will come (an error recorded, no retry callback, or its retries used up), not after a wait.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from eve_search.engine.ledger import (
     check_rungs,
     rank_order,
 )
+from eve_search.engine.stream import CohortStream, Work
 from eve_search.optim import optimizer_names
 from eve_search.optim.budget import check_cost_mode
 from eve_search.tasks.spaces import SearchSpace, get_space
@@ -69,9 +76,11 @@ __all__ = ["ShaOptions", "WorkerReport", "run_sha", "run_sweep_on_optuna", "work
 
 WORKER_ATTR = "worker"  # user attribute: the worker that holds, or last held, a trial (host:pid)
 ERROR_ATTR = "error"  # user attribute of a trial whose training raised: it failed for good
-# A FAIL trial with neither an error nor a queued retry after this long (retries exhausted, or a
-# storage without a retry callback) has left its cohort.
-RETRY_SECONDS = 15.0
+# A last guard, never a decision: a configuration whose trial failed as stale and whose retry is due
+# (the storage's retry callback has retries left) waits for that retry, which the process that failed
+# the trial adds right after; if that process died in between, the retry never comes, and after this
+# long (sized for a machine ten times slower than any seen) the worker stops in one line.
+RETRY_GUARD_SECONDS = 600.0
 
 
 def _quiet(call: Callable[[], Any]) -> Any:
@@ -148,15 +157,28 @@ class WorkerReport:
 
 @dataclass
 class _View:
-    """The study as one read sees it: per configuration its trials, the ledger replayed."""
+    """The study as one read sees it: per configuration its trials, the stream of cohorts replayed (every
+    cohort's ledger fed with the stored scores; the trials some worker holds count as running work)."""
 
     chains: dict[int, list[FrozenTrial]]
-    ledger: RungLedger
+    stream: CohortStream
 
     def live(self, index: int) -> FrozenTrial | None:
         """The configuration's current trial (not FAIL), if any."""
         alive = [t for t in self.chains.get(index, []) if t.state != TrialState.FAIL]
         return alive[0] if alive else None
+
+    def ledger(self, index: int) -> RungLedger:
+        """The rung ledger of configuration ``index``'s cohort."""
+        return self.stream.ledger(self.stream.cohort_of(index))
+
+    def status(self, index: int) -> str:
+        return self.ledger(index).status(index)
+
+    @property
+    def ledgers(self) -> list[RungLedger]:
+        """Every cohort's ledger, in cohort order."""
+        return [self.stream.ledger(k) for k in range(self.stream.opened)]
 
 
 def _trial_id(storage: optuna.storages.BaseStorage, study_id: int, trial: FrozenTrial) -> int:
@@ -170,12 +192,28 @@ def _trial_id(storage: optuna.storages.BaseStorage, study_id: int, trial: Frozen
 
 def _last_score(view: _View, index: int) -> float | None:
     """The score configuration ``index`` reported at its last rung (the ledger's view), or None."""
-    ledger = view.ledger
+    ledger = view.ledger(index)
     for rung in reversed(range(len(ledger.rungs))):
         score = ledger.score(index, rung)
         if score is not None:
             return float(score)
     return None
+
+
+def _retry_due(storage: optuna.storages.BaseStorage, trial: FrozenTrial) -> bool:
+    """Whether the storage's heartbeat callback re-queues ``trial`` (a FAIL trial that went stale): a
+    :class:`optuna.storages.RetryHeartbeatStaleTrialCallback` with retries left for it."""
+    getter = getattr(storage, "get_heartbeat_stale_trial_callback", None) or getattr(
+        storage, "get_failed_trial_callback", None)
+    interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+    if getter is None or not interval:
+        return False  # no heartbeats: nothing fails as stale, nothing is retried
+    callback = _quiet(getter)
+    retry = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)
+    if not isinstance(callback, retry or optuna.storages.RetryFailedTrialCallback):
+        return False
+    max_retry = getattr(callback, "_max_retry", None)
+    return max_retry is None or len(trial.system_attrs.get("retry_history", [])) < max_retry
 
 
 class _Heartbeat:
@@ -213,17 +251,25 @@ class _Heartbeat:
 class ShaWorker:
     """One worker of a synchronous SHA study: claims work items until every rung is decided and applied.
 
+    The next work item is the one the stream of cohorts (:class:`~eve_search.engine.stream.CohortStream`)
+    offers first among the trials waiting in the queue: a promoted trial of the oldest cohort, then a
+    first-rung trial of the oldest cohort that has one. A worker whose cohort waits at a rung for
+    trials other workers hold takes the next cohort's first rung meanwhile; the decisions, and the
+    winner, are each cohort's ledger's, the same for any number of workers.
+
     Args:
         study: the study (loaded on ``storage``).
         storage: the study's RDB storage, preferably from :func:`worker_storage` (heartbeats, retries).
-        trials: configurations in the cohort (``config_index`` 0..trials-1).
+        trials: configurations in the study (``config_index`` 0..trials-1).
         make_trial: a fresh :class:`~eve_search.engine.trial.Trial` for an index.
         checkpoint_path: where an index's checkpoint lives (shared by every worker).
         rungs, fraction, mode: the rung rule's parameters (:class:`~eve_search.engine.ledger.RungLedger`).
         details: extra details to record with a rung result (e.g. test metrics of a new best).
-        progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+        progress: called as (phase, rung, reported in the rung, trials of the rung, best score), the
+            counts summed over the cohorts.
         keep_bytes: memory for trials this worker keeps between rungs, as the in-process engine keeps
             them (see :func:`~eve_search.engine.sha.trial_bytes`); 0 keeps none.
+        cohort_size: configurations per cohort, in index order (None: one cohort of all).
 
     A trial this worker trained stays in its memory while the kept trials fit in ``keep_bytes``, and
     its checkpoint is written only once its rung has promoted it (a trial the rung stops, or one past
@@ -240,11 +286,12 @@ class ShaWorker:
                  rungs: tuple[int, ...], fraction: float, mode: str,
                  details: Callable[[Trial, dict[str, float], float | None], dict[str, Any]] | None = None,
                  poll_interval: float = 0.2, progress: Callable[..., None] | None = None,
-                 name: str | None = None, keep_bytes: int = KEEP_BYTES) -> None:
+                 name: str | None = None, keep_bytes: int = KEEP_BYTES, cohort_size: int | None = None) -> None:
         self.study = study
         self.storage = storage
         self.study_id = storage.get_study_id_from_name(study.study_name)
-        self.trials = trials
+        self.trials = check_int("trials", trials, 1)
+        self.cohort_size = None if cohort_size is None else check_int("cohort_size", cohort_size, 1)
         self.make_trial = make_trial
         self.checkpoint_path = checkpoint_path
         self.rungs = check_rungs(rungs)
@@ -262,6 +309,9 @@ class ShaWorker:
     # Reading ----------------------------------------------------------------------------------------
 
     def view(self) -> _View:
+        """The study as stored now: each cohort's ledger replayed from the stored scores (rung by rung, the
+        configurations that failed for good leaving it), and the trials some worker holds (RUNNING) as
+        work in flight at their next rung."""
         chains: dict[int, list[FrozenTrial]] = {}
         for trial in self.study.get_trials(deepcopy=False):
             index = trial.user_attrs.get("config_index")
@@ -269,33 +319,44 @@ class ShaWorker:
                 chains.setdefault(index, []).append(trial)
         for chain in chains.values():
             chain.sort(key=lambda t: t.number)
-        ledger = RungLedger(self.rungs, self.fraction, self.mode, trials=range(self.trials))
-        view = _View(chains, ledger)
-        now = time.time()
-        for rung, budget in enumerate(self.rungs):
-            for index in ledger.cohort(rung):
-                for trial in view.chains.get(index, []):
-                    if budget in trial.intermediate_values:
-                        ledger.report(index, rung, float(trial.intermediate_values[budget]))
-                        break
-            for index in ledger.waiting_for(rung):
-                if self._gone(view, index, now):
-                    ledger.fail(index)
-            if ledger.decide(rung) is None:
-                break
+        stream = CohortStream(self.trials, self.cohort_size, rungs=self.rungs, fraction=self.fraction, mode=self.mode)
+        view = _View(chains, stream)
+        for cohort in range(stream.cohorts or 0):
+            ledger = stream.ledger(cohort)  # every cohort opened: next_work's order is the same
+            for rung, budget in enumerate(self.rungs):
+                for index in ledger.cohort(rung):
+                    for trial in view.chains.get(index, []):
+                        if budget in trial.intermediate_values:
+                            stream.report(index, rung, float(trial.intermediate_values[budget]))
+                            break
+                for index in ledger.waiting_for(rung):
+                    if self._gone(view, index):
+                        stream.fail(index)
+                if ledger.decide(rung) is None:
+                    break
+        for index in range(self.trials):
+            live = view.live(index)
+            rung = view.ledger(index).next_rung(index)
+            if live is not None and live.state == TrialState.RUNNING and rung is not None:
+                stream.start(Work(index, rung))  # held by a worker: not offered to another
         return view
 
-    @staticmethod
-    def _gone(view: _View, index: int, now: float) -> bool:
-        """A configuration whose trials all failed for good (an error, or no retry coming)."""
+    def _gone(self, view: _View, index: int) -> bool:
+        """A configuration whose trials all failed for good: its last trial is FAIL and no retry will come
+        (its training raised, the storage has no retry callback, or the retries are used up)."""
         chain = view.chains.get(index, [])
         if not chain or view.live(index) is not None:
             return False
         last = chain[-1]
-        if ERROR_ATTR in last.user_attrs:
+        if ERROR_ATTR in last.user_attrs or not _retry_due(self.storage, last):
             return True
-        ended = last.datetime_complete.timestamp() if last.datetime_complete else now
-        return now - ended > RETRY_SECONDS
+        # Failed as stale, its retry due: the process that failed it adds the retry right after.
+        ended = last.datetime_complete.timestamp() if last.datetime_complete else time.time()
+        if time.time() - ended > RETRY_GUARD_SECONDS:
+            raise RuntimeError(f"study {self.study.study_name!r}: configuration {index} (trial {last.number}) failed "
+                               f"as stale {time.time() - ended:.0f} s ago and its retry never came (the process that "
+                               "failed it may have died): run the sweep again with --resume")
+        return False
 
     # Claiming ---------------------------------------------------------------------------------------
 
@@ -384,7 +445,7 @@ class ShaWorker:
         """Apply the decided rungs to the kept trials: a stopped (or failed) one is dropped unwritten, a
         promoted one gets its checkpoint now, so that any worker can continue it."""
         for index in sorted(self._kept):
-            status = view.ledger.status(index)
+            status = view.status(index)
             if status in ("stopped", "complete", "failed"):
                 self._drop(index)
             elif status == "train" and index in self._unsaved:
@@ -414,7 +475,8 @@ class ShaWorker:
             return
 
     def _best(self, view: _View) -> float | None:
-        scores = {(i, r): s for r in range(len(self.rungs)) for i, s in view.ledger.scores(r).items()}
+        scores = {(i, r): s for ledger in view.ledgers for r in range(len(self.rungs))
+                  for i, s in ledger.scores(r).items()}
         if not scores:
             return None
         best = scores[rank_order(scores, self.mode)[0]]
@@ -424,8 +486,9 @@ class ShaWorker:
     def _ending(view: _View, index: int) -> tuple[TrialState, list[float] | None]:
         """What Optuna's ``study.tell`` would store for a configuration the ledger ended: its final score
         (FAIL for a non-finite one), or for a pruned one its last reported score when that is a number."""
-        if view.ledger.status(index) == "complete":
-            score = view.ledger.scores(len(view.ledger.rungs) - 1)[index]
+        ledger = view.ledger(index)
+        if ledger.status(index) == "complete":
+            score = ledger.scores(len(ledger.rungs) - 1)[index]
             return (TrialState.COMPLETE, [float(score)]) if math.isfinite(score) else (TrialState.FAIL, None)
         last = _last_score(view, index)
         return TrialState.PRUNED, None if last is None or math.isnan(last) else [last]
@@ -467,28 +530,32 @@ class ShaWorker:
         self._ended(index, state)
         return True
 
-    def _work(self, view: _View, heartbeat: _Heartbeat, offset: int) -> int:
-        """Do every work item this view offers (ending decided trials, training the rungs due), in
-        order from ``offset``; the atomic claim keeps two workers off one item. Returns the items done."""
-        ledger = view.ledger
+    def _work(self, view: _View, heartbeat: _Heartbeat) -> int:
+        """End the trials this view shows decided, then train the first work item of the stream's order
+        that this worker can claim (the atomic claim keeps two workers off one item). Returns the items
+        done; the caller looks again before the next item, so the order follows every new decision."""
+        stream = view.stream
         self._settle(view)
-        order = list(range(self.trials))
-        order = order[offset % len(order):] + order[:offset % len(order)]
-        done = self._finish_all(view, [index for index in order if ledger.status(index) in ("stopped", "complete")],
-                                heartbeat)
+        done = self._finish_all(view, [index for index in range(self.trials)
+                                       if view.status(index) in ("stopped", "complete")], heartbeat)
         best = self._best(view)
-        for index in order:
-            rung = ledger.next_rung(index)
+        claimable = {index for index in range(self.trials)
+                     if (live := view.live(index)) is not None and live.state == TrialState.WAITING
+                     and view.ledger(index).next_rung(index) is not None}
+        while claimable and (work := stream.next_work()) is not None:
+            stream.start(work)  # asked for once: the next call offers the next item
+            index, rung = work.index, work.rung
+            if index not in claimable:
+                continue  # held by another worker, or failed and waiting for its retry
+            claimable.discard(index)
             live = view.live(index)
-            if rung is None or live is None or live.state != TrialState.WAITING:
-                continue
             trial_id = self._claim(live, heartbeat)
             if trial_id is None:
-                continue
+                continue  # another worker claimed it first: the next item
             if live.system_attrs.get("failed_trial") is not None:
                 self.report.resumed += 1
             try:
-                score = self._train(index, rung, trial_id, best)  # recorded and back in the queue
+                self._train(index, rung, trial_id, best)  # recorded and back in the queue
                 heartbeat.hold(None)
             except optuna.exceptions.UpdateFinishedTrialError:
                 heartbeat.hold(None)  # failed as stale while this worker trained it: its retry takes over
@@ -512,11 +579,8 @@ class ShaWorker:
                     pass  # already failed as stale: its retry will meet the same error
                 warnings.warn(f"configuration {index} failed at rung {self.rungs[rung]} ({reason}); its cohort "
                               "goes on without it", RuntimeWarning, stacklevel=2)
-                done += 1
-                continue
-            if not math.isnan(score) and (best is None or (score > best if self.mode == "max" else score < best)):
-                best = score
-            done += 1
+                return done + 1
+            return done + 1
         return done
 
     def _done(self, view: _View) -> bool:
@@ -525,23 +589,29 @@ class ShaWorker:
             live = view.live(index)
             if not chain or (live is not None and not live.state.is_finished()):
                 return False
-            if live is None and view.ledger.status(index) != "failed":
+            if live is None and view.status(index) != "failed":
                 return False
         return True
 
     def _report_progress(self, view: _View) -> None:
+        """The lowest rung still open in some cohort, with its reports and trials summed over the cohorts."""
         if self.progress is None:
             return
-        ledger = view.ledger
-        decided = len(ledger.decisions())
-        rung = min(decided, len(self.rungs) - 1)
-        cohort = ledger.cohort(rung)
-        scores = ledger.scores(rung)
-        reported = len([i for i in cohort if i in scores])
-        self.progress("training", rung, reported, len(cohort), self._best(view))
+        ledgers = [ledger for ledger in view.ledgers if not ledger.finished] or view.ledgers[-1:]
+        rung = min(min(len(ledger.decisions()), len(self.rungs) - 1) for ledger in ledgers)
+        reported = trials = 0
+        for ledger in view.ledgers:
+            cohort = ledger.cohort(rung)
+            scores = ledger.scores(rung)
+            reported += len([i for i in cohort if i in scores])
+            trials += len(cohort)
+        self.progress("training", rung, reported, trials, self._best(view))
 
     def run(self, offset: int = 0) -> WorkerReport:
-        """Work until every configuration has ended; returns what this worker did."""
+        """Work until every configuration has ended; returns what this worker did.
+
+        ``offset`` is accepted for callers of earlier releases and ignored: every worker takes the work
+        the stream of cohorts offers first (see the class)."""
         started = time.perf_counter()
         heartbeat = _Heartbeat(self.storage)
         view: _View | None = None
@@ -555,7 +625,7 @@ class ShaWorker:
                 self._report_progress(view)
                 if self._done(view):
                     break
-                if not self._work(view, heartbeat, offset):
+                if not self._work(view, heartbeat):
                     time.sleep(self.poll_interval)
         except BaseException:
             self._save_unsaved(view)
@@ -607,6 +677,9 @@ class ShaOptions:
             once per model shape when the cohort is created).
         data_dir: where the task's data is read from (None: the task's default).
         poll_interval: seconds a worker waits when no work item is ready (> 0).
+        cohort_size: configurations per cohort, each cohort decided as one synchronous sweep of its
+            configurations, in index order (None: one cohort of all; see
+            :class:`~eve_search.engine.stream.CohortStream`).
 
     Raises:
         ValueError: one line naming the argument, its value and what was expected.
@@ -629,6 +702,7 @@ class ShaOptions:
     backward_ratio: float | None = None
     data_dir: str | os.PathLike | None = None
     poll_interval: float = 0.2
+    cohort_size: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rungs", check_rungs(self.rungs))
@@ -650,6 +724,8 @@ class ShaOptions:
         poll = self.poll_interval
         if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not (math.isfinite(poll) and poll > 0):
             raise ValueError(f"Invalid poll_interval: {poll!r} (expected a finite number of seconds > 0)")
+        if self.cohort_size is not None:
+            check_int("cohort_size", self.cohort_size, 1, detail=" of configurations, or None")
 
 
 def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: SearchSpace | str,
@@ -666,19 +742,21 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     as an eve-search :class:`~eve_search.engine.trial.Trial`, checkpointed under ``checkpoint_dir`` (a folder
     every worker can read) at every rung. A killed worker's trials continue in another worker after
     the storage's grace period when ``storage`` comes from :func:`worker_storage`; a call after every
-    worker died resumes. Eliminated trials end PRUNED, the survivor COMPLETE.
+    worker died resumes. Eliminated trials end PRUNED, the survivor COMPLETE. With ``cohort_size``
+    the configurations run as a stream of cohorts (see :class:`ShaWorker`): no worker waits at a rung
+    while the next cohort has work, and each cohort's survivor ends COMPLETE.
 
     Args:
         study: an Optuna study on ``storage`` (single objective; its direction should match the task's).
         task: a :class:`~eve_search.tasks.Task` or a registered name; ``space``: a declared space or name.
-        n_trials: configurations in the cohort.
+        n_trials: configurations in the study.
         storage: the RDB storage the study lives on (:func:`worker_storage` adds heartbeats and retries).
         checkpoint_dir: folder for the trials' checkpoints.
         options: the rung, training and polling settings (:class:`ShaOptions`; default: its defaults).
         progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
         **overrides: fields of :class:`ShaOptions` (``optimizer=``, ``seed=``, ``rungs=``, ``fraction=``,
-            ``cost_mode=``, ``backward_ratio=``, ``data_dir=``, ``poll_interval=``), which replace the ones
-            of ``options``; any other keyword is a TypeError.
+            ``cost_mode=``, ``backward_ratio=``, ``data_dir=``, ``poll_interval=``, ``cohort_size=``), which
+            replace the ones of ``options``; any other keyword is a TypeError.
 
     Returns:
         this worker's :class:`WorkerReport`. The results are in the study (``study.best_trial``, the
@@ -701,9 +779,14 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     except KeyError:
         raise ValueError(f"Invalid storage: it holds no study {study.study_name!r} (expected the storage the "
                          "study was created on)") from None
+    if len(study.directions) > 1:
+        raise ValueError(f"Invalid study: {study.study_name!r} has {len(study.directions)} objectives (expected a "
+                         "single-objective study: optuna.create_study(direction=...); run_sha ranks one score)")
     settings = _settings_attr(task=task.name, n_trials=n_trials, optimizer=opts.optimizer, seed=opts.seed,
                               rungs=opts.rungs, fraction=opts.fraction, cost_mode=opts.cost_mode,
                               backward_ratio=opts.backward_ratio)
+    if opts.cohort_size is not None and opts.cohort_size < n_trials:  # one cohort: stored as before cohorts
+        settings["cohort_size"] = opts.cohort_size
     data = task.data(opts.data_dir)
     _create_cohort(study, storage, task, space, n_trials, settings, data)
     attrs = study.user_attrs
@@ -725,7 +808,7 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
     worker = ShaWorker(study, storage, trials=n_trials, make_trial=make_trial,
                        checkpoint_path=lambda index: folder / f"trial-{index:04d}.pt", rungs=opts.rungs,
                        fraction=opts.fraction, mode=task.mode, details=_best_details(task),
-                       poll_interval=opts.poll_interval, progress=progress)
+                       poll_interval=opts.poll_interval, progress=progress, cohort_size=settings.get("cohort_size"))
     return worker.run(offset=os.getpid())
 
 
@@ -828,7 +911,7 @@ def _open_worker(job: _WorkerJob, sweep: Any = None) -> tuple[ShaWorker, Any]:
                        checkpoint_path=sweep.store.checkpoint_path, rungs=job.settings.rungs,
                        fraction=job.settings.fraction, mode=sweep.task.mode,
                        details=lambda trial, metrics, best: sweep.note_best(trial, metrics),
-                       poll_interval=job.poll_interval)
+                       poll_interval=job.poll_interval, cohort_size=job.settings.cohort_size)
     return worker, sweep
 
 
@@ -862,9 +945,10 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     the study (see the module docstring), so killing any worker, even this one, loses nothing: the
     others finish its work, and ``--resume`` continues a sweep every worker left. With the same seed and
     a pinned ``backward_ratio`` the configurations, rung scores, promotions and result equal the local
-    engine's. To add workers on other machines, run the same command there with ``--resume`` and the
-    same ``--storage`` (PostgreSQL) and a ``--workdir`` on a shared file system: checkpoints must be
-    readable by every worker.
+    engine's, for any number of workers; the sweep's ``cohort_size`` runs it as a stream of cohorts,
+    as the local engine does (see :class:`ShaWorker`). To add workers on other machines, run the same
+    command there with ``--resume`` and the same ``--storage`` (PostgreSQL) and a ``--workdir`` on a
+    shared file system: checkpoints must be readable by every worker.
 
     Args:
         sweep: a :class:`~eve_search.engine.sweep.Sweep`.
@@ -904,11 +988,12 @@ def run_sweep_on_optuna(sweep: Any, *, workers: int = 1, progress: Callable[...,
     _release_unclaimed(sweep, worker.storage, worker.study)
     before = _recorded_rungs(store)
     _run_workers(worker, job, workers, len(sweep.configs), progress, total_threads)
-    reports = _rung_reports(worker.view().ledger)
+    view = worker.view()
+    reports = _rung_reports(view)
     sweep.test_best()
     winner = store.get("winner")
     if winner is None:
-        winner = _record_winner(sweep, reports, lambda: elapsed_before + time.perf_counter() - started)
+        winner = _record_winner(sweep, view.stream, lambda: elapsed_before + time.perf_counter() - started)
     return sweep.result(reports, winner, trained=_recorded_rungs(store) - before)
 
 
@@ -960,28 +1045,31 @@ def _run_workers(worker: ShaWorker, job: _WorkerJob, workers: int, configs: int,
                 child.join(timeout=30)
 
 
-def _rung_reports(ledger: RungLedger) -> list[Any]:
-    """The decided rungs as the in-process engine reports them."""
+def _rung_reports(view: _View) -> list[Any]:
+    """The decided rungs of every cohort as the in-process engine reports them."""
     from eve_search.engine.sha import RungReport
 
     reports = []
-    for decision in ledger.decisions():
-        cohort = ledger.cohort(decision.rung)
-        scores = ledger.scores(decision.rung)
-        reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
-                                  promoted=list(decision.promoted)))
+    for k, ledger in enumerate(view.ledgers):
+        for decision in ledger.decisions():
+            cohort = ledger.cohort(decision.rung)
+            scores = ledger.scores(decision.rung)
+            reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
+                                      promoted=list(decision.promoted), cohort=k))
     return reports
 
 
-def _record_winner(sweep: Any, reports: list[Any], elapsed: Callable[[], float]) -> dict[str, Any]:
-    """The best configuration of the last rung, its test metrics measured from its checkpoint, stored with
-    the sweep's wall time (``elapsed()`` seconds)."""
+def _record_winner(sweep: Any, stream: CohortStream, elapsed: Callable[[], float]) -> dict[str, Any]:
+    """The best configuration that completed the last rung, over every cohort (the stream's winner), its
+    test metrics measured from its checkpoint, stored with the sweep's wall time (``elapsed()`` seconds)."""
     store = sweep.store
-    final = reports[-1]
-    index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
+    index = stream.winner()
+    if index is None:
+        raise RuntimeError(f"sweep {sweep.settings.name!r}: no configuration completed the last rung (every one "
+                           "failed)")
     trial = sweep.make_trial(index)
     trial.load(store.checkpoint_path(index))
-    winner = {"index": index, "score": final.scores[index], "test": trial.evaluate("test")}
+    winner = {"index": index, "score": stream.completed()[index], "test": trial.evaluate("test")}
     store.set("winner", winner)
     store.set("wall_seconds", elapsed())
     return winner

@@ -8,24 +8,32 @@ A pruner cannot pause a trial, so :class:`SynchronousSHAPruner` makes ``should_p
 rung until every trial of the cohort has reported the rung or ended, then lets the rung ledger
 (:mod:`eve_search.engine.ledger`, the only place with the rung rule and its tie-break) decide.
 
-Everything it needs is read from the study's storage on every poll (trials, their intermediate values
-and states, decisions already taken, cohorts closed early), so it works across threads
+Everything it decides with is read from the study's storage on every poll (trials, their intermediate
+values and states, decisions already taken, cohorts closed early), so it works across threads
 (:func:`eve_search.integrations.optuna.optimize_in_cohorts`, ``study.optimize(..., n_jobs=k)``) and
-across processes and machines sharing one RDB storage.
+across processes and machines sharing one RDB storage. No decision reads a clock: a cohort closes
+early on events (``study.optimize`` stopped asking and its trials wait; ``optimize_in_cohorts`` stopped
+starting trials; the pruner's ``n_trials``), which the pruner learns from the storage and from the
+stacks of this process's threads (which ``study.optimize`` loops run the study, and what each is
+doing). A timer remains only as a last guard that raises (``stall_seconds``), and as the user's own
+``timeout=``.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+import sys
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
+from optuna.study import _optimize as _optuna_optimize
 from optuna.storages import InMemoryStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
@@ -39,6 +47,7 @@ from eve_search.engine.ledger import (
     check_rungs,
     rungs_from_geometric,
 )
+from eve_search.engine.stream import CohortStream, Work
 
 __all__ = [
     "CUT_PREFIX",
@@ -60,12 +69,15 @@ _THREAD = threading.local()
 
 
 class CohortStalledError(RuntimeError):
-    """A rung waits for trials that cannot start: every running trial is itself waiting at a rung."""
+    """A rung waits for trials that cannot start: every running trial is itself waiting at a rung, and no
+    thread of ``study.optimize`` is free to start one (or, on shared storage, none started within the
+    pruner's ``stall_seconds`` guard)."""
 
 
 class SequentialStudyError(CohortStalledError):
-    """``should_prune()`` at a rung in a study that runs one trial at a time: the rest of the cohort cannot
-    start while this trial waits (use :func:`eve_search.integrations.optuna.optimize_in_cohorts`)."""
+    """A study that runs one trial at a time (``study.optimize`` with ``n_jobs=1``, or ask-and-tell one trial
+    at a time): the rest of the cohort cannot report while this trial waits or goes on alone; raised at
+    the first ``should_prune()`` where that is known, naming a fix that fits the script."""
 
 
 class PartialRungWarning(UserWarning):
@@ -190,34 +202,53 @@ class SynchronousSHAPruner(BasePruner):
     below the first rung (the pruner never judged it) or when one report passed several rungs at once.
 
     **The rule.** The objective calls ``trial.should_prune()`` after each report. At a rung,
-    ``should_prune()`` waits until every trial of the cohort has reported the rung or ended (COMPLETE,
-    PRUNED, FAIL, or failed by Optuna's heartbeat check after its worker died); then the best
+    ``should_prune()`` inside ``study.optimize`` waits until every trial of the cohort has reported the
+    rung or ended (COMPLETE, PRUNED, FAIL, or failed by Optuna's heartbeat check after its worker died);
+    then the best
     ``ceil(fraction x reporters)`` go on (``should_prune()`` returns False) and the rest are pruned
     (True). At the last rung nobody is pruned. A NaN score ranks last; ties go to the lower trial
     number (:func:`eve_search.engine.ledger.rank_order`).
 
     **Cohorts** are consecutive trial numbers: the first ``cohort_size`` trials of the study form cohort
     0, the next ``cohort_size`` cohort 1, and so on (a trial re-queued after its worker died takes the
-    original's place). A cohort ends early, and is decided with the trials it has, where the study's
-    trials end: at ``n_trials`` (for ``study.optimize(objective, n_trials=N)`` with N not a multiple of
-    ``cohort_size``), and where :func:`~eve_search.integrations.optuna.optimize_in_cohorts` stops
-    starting trials (its ``n_trials``, ``timeout`` or ``study.stop()``).
+    original's place). A cohort ends early, and is decided with the trials it has, when the study stops
+    starting trials: ``study.optimize`` reached its ``n_trials``, its ``timeout`` passed, or
+    ``study.stop()`` was called, and every trial of the cohort that runs waits at a rung;
+    :func:`~eve_search.integrations.optuna.optimize_in_cohorts` closes it the moment it stops starting
+    trials; the pruner's own ``n_trials=`` closes it at that count. These are events, never a wait: a
+    slow trial, or a report that comes late, keeps its cohort open for as long as it trains.
 
-    **Running a cohort.** A pruner cannot pause a trial, so the trials of a cohort must be alive at
-    once. :func:`~eve_search.integrations.optuna.optimize_in_cohorts` runs an ordinary objective so,
-    with ``n_jobs`` of them training at a time (a trial waiting at a rung gives up its turn); so do
-    ``study.optimize(objective, n_trials=..., n_jobs=cohort_size)`` and that many worker processes on
-    one RDB storage. A study that runs one trial at a time (``study.optimize`` with ``n_jobs=1`` on
-    in-memory storage) cannot fill a cohort: its first ``should_prune()`` at a rung raises
-    :class:`SequentialStudyError` naming the fix, at once. When every running trial waits at a rung
-    for cohort members that have not started (fewer workers than ``cohort_size``), the behaviour
-    depends on ``timeout``:
+    **Running a cohort.** A pruner cannot pause a trial, so inside ``study.optimize`` the trials of a
+    cohort must be alive at once. :func:`~eve_search.integrations.optuna.optimize_in_cohorts` runs an
+    ordinary objective so, with ``n_jobs`` of them training at a time (a trial waiting at a rung gives
+    up its turn, and the next turn goes where the stream of cohorts says: a promoted trial of the oldest
+    cohort, else a new trial); so do ``study.optimize(objective, n_trials=..., n_jobs=cohort_size)`` and
+    that many worker processes on one RDB storage. The pruner reads from the stacks of this process's
+    threads what each ``study.optimize`` on the study is doing (training, waiting at a rung, waiting
+    for a free thread, or done asking), so it knows when no trial can start any more:
 
-    - ``timeout=None`` (default): ``should_prune()`` raises :class:`CohortStalledError`, one message
-      that names the fix, once the study has been stalled for ``stall_seconds``. It never hangs.
-    - ``timeout=seconds``: a trial that has waited that long decides its rung without the members that
-      have not reported; one that reports later is pruned at that rung. In a study that runs one trial
-      at a time the rung is decided at once by the trials that reported it (the cohort's first).
+    - a study that runs one trial at a time (``study.optimize`` with ``n_jobs=1`` on in-memory storage)
+      cannot fill a cohort: its first ``should_prune()``, before any rung, raises
+      :class:`SequentialStudyError` naming the fix;
+    - when every thread of ``study.optimize(..., n_jobs=k)`` waits at a rung for members that have not
+      started (k below ``cohort_size``), ``should_prune()`` raises :class:`CohortStalledError` at once,
+      naming the fix;
+    - when ``study.optimize`` has stopped asking (``n_trials``, ``timeout``, ``study.stop()``) and its
+      running trials wait at a rung, the last cohort is closed with the trials it has.
+
+    On shared storage another worker process may still start the missing trials, so there the wait
+    goes on; ``stall_seconds`` is only a last guard against a hang (:class:`CohortStalledError`), not
+    a decision. ``timeout=seconds`` is a decision by the clock, for those who want it: a trial that has
+    waited that long decides its rung without the members that have not reported; one that reports
+    later is pruned at that rung (results then depend on the machine's speed).
+
+    **Ask and tell.** Outside ``study.optimize`` the caller may train several trials itself (Optuna's
+    batched ask-and-tell: ``trials = [study.ask() for _ in range(cohort_size)]``, then each trained,
+    reported and checked in turn, epoch by epoch), so ``should_prune()`` never waits there: a rung
+    already decided gives its verdict, a rung still open gives False, and the trial learns the verdict
+    at its next ``should_prune()`` (the rung's score is its report at the rung, so the decisions are the
+    same as waiting; a pruned trial trains one step more). Ask-and-tell with one trial at a time on
+    in-memory storage cannot work and is refused at its first rung, naming the batched pattern.
 
     **Records.** Every decision is written to the study's user attributes (``sha:cohort{k}:rung{budget}``:
     promoted and stopped trial numbers, their scores, ``reporters`` and the ``cohort`` it expected),
@@ -244,11 +275,13 @@ class SynchronousSHAPruner(BasePruner):
         fraction: promoted share of a rung, in (0, 1] (None: ``1 / reduction_factor``, or 1/3 with
             ``rungs``).
         cohort_size: trials judged together (None: the study's ``sha_cohort_size`` user attribute).
-        timeout: seconds a trial waits at a rung before deciding without absent members (None: never).
+        timeout: seconds a trial waits at a rung before deciding without absent members (None: never;
+            a decision by the clock, so results may depend on the machine's speed).
         poll_interval: seconds between two reads of the storage while waiting.
-        stall_seconds: how long every running trial must have been waiting at a rung, with cohort
-            members not started, before the cohort counts as stalled (a worker process that is still
-            starting up must have started its trial by then).
+        stall_seconds: a last guard, never a decision: on shared storage, how long every running trial
+            may wait at a rung, while this process can start no trial and no other process runs one,
+            before ``should_prune()`` raises :class:`CohortStalledError` (default 300 s: over ten times the
+            5-11 s a worker process took here to import PyTorch and Optuna under load).
         min_resource: the first rung, in steps (default 1: the second epoch of an objective counting
             from 0).
         reduction_factor: the growth from one rung to the next, a number above 1 (default 3).
@@ -284,7 +317,7 @@ class SynchronousSHAPruner(BasePruner):
 
     def __init__(self, rungs: Sequence[int] | None = None, fraction: float | None = None,
                  cohort_size: int | None = None, timeout: float | None = None, poll_interval: float = 0.1,
-                 stall_seconds: float = 30.0, *, min_resource: int | None = None,
+                 stall_seconds: float = 300.0, *, min_resource: int | None = None,
                  reduction_factor: float | None = None, max_resource: int | None = None,
                  n_trials: int | None = None) -> None:
         geometric = {"min_resource": min_resource, "reduction_factor": reduction_factor,
@@ -318,6 +351,8 @@ class SynchronousSHAPruner(BasePruner):
         self._warned_unreached = False
         self._warned_jump = False
         self._checked: set[int] = set()
+        self._looked: set[tuple[int, bool]] = set()  # (trial, at a rung) whose refusals were checked
+        self._warned_alone = False
 
     def __repr__(self) -> str:
         shown = len(self.rungs) if self.max_resource is not None or len(self.rungs) <= 6 else 4
@@ -338,7 +373,9 @@ class SynchronousSHAPruner(BasePruner):
 
     def _mode(self, study: optuna.Study) -> str:
         if len(study.directions) > 1:
-            raise ValueError("Invalid study: SynchronousSHAPruner needs a single-objective study")
+            raise ValueError(f"Invalid study: {len(study.directions)} objectives (SynchronousSHAPruner ranks one "
+                             "score: expected optuna.create_study(direction=...), with the other objectives recorded "
+                             "by trial.set_user_attr)")
         return "max" if study.direction == StudyDirection.MAXIMIZE else "min"
 
     def rung_of(self, step: int) -> int | None:
@@ -524,55 +561,112 @@ class SynchronousSHAPruner(BasePruner):
                 return True  # left out of the rung (it reported after a timeout decided without it)
         return False
 
-    def _blocked(self, trial: FrozenTrial, cohorts: list[_Cohort]) -> bool:
-        """A running trial that reported a rung whose decision is pending (it waits in should_prune)."""
-        if trial.last_step is None:
-            return False
-        rung = self.rung_of(trial.last_step)
-        if rung is None:
-            return False
-        root = root_number(trial)
-        for cohort in cohorts:
-            if root in cohort.roots and cohort.ledger is not None:
-                return self._outcome(cohort, cohort.roots.index(root), rung) is None
-        return False
+    def _pending(self, cohort: _Cohort, position: int, rung: int) -> int | None:
+        """The first undecided rung up to ``rung`` of the member's cohort (None: all decided)."""
+        ledger = cohort.ledger
+        assert ledger is not None
+        return next((r for r in range(rung + 1) if ledger.decide(r) is None), None)
 
-    @staticmethod
-    def _runs_alone(study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
-        """This study runs one trial at a time: its trials live in this process only (in-memory storage),
-        this trial runs in the main thread (``study.optimize`` with ``n_jobs=1``, or ask-and-tell; threads of
-        ``n_jobs > 1`` are never the main thread), and no other trial is running."""
-        if threading.current_thread() is not threading.main_thread():
-            return False
-        if not isinstance(getattr(study, "_storage", None), InMemoryStorage):
-            return False  # shared storage: another process may still start the rest of the cohort
-        return not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
+    def _look(self, study: optuna.Study, size: int, mode: str, root: int) -> tuple[list[FrozenTrial], list[_Cohort],
+                                                                                   _Cohort]:
+        """One read of the study: its trials, its cohorts, and the cohort of ``root`` replayed."""
+        trials = study.get_trials(deepcopy=False)
+        attrs = study.user_attrs
+        cohorts = self._cohorts(trials, size, attrs)
+        mine = next(c for c in cohorts if root in c.roots)
+        self._replay(study, mine, mode, attrs)
+        return trials, cohorts, mine
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         mode = self._mode(study)
         step = trial.last_step
         if step is None:
             return False
+        size = self._size(study)
+        slot = getattr(_THREAD, "slot", None)
+        loop = None if slot is not None else _own_loop(study)
         rung = self.rung_of(step)
+        first_look = (trial.number, rung is not None) not in self._looked
+        if first_look:
+            self._looked.add((trial.number, rung is not None))
         if rung is None:
             if trial.number not in self._checked:
                 self._checked.add(trial.number)
                 self.check_steps(study)
+            if first_look and slot is None and loop is not None and self.timeout is None:
+                self._refuse_sequential(study, trial, loop, size, mode)  # known at the first should_prune
             return False
         self._check_jump(trial, step)
-        size = self._size(study)
         root = root_number(trial)
-        slot = getattr(_THREAD, "slot", None)
+        if slot is None and loop is None and self.timeout is None:
+            return self._ask_and_tell(study, trial, size, mode, rung)
+        if first_look and slot is None and loop is not None and self.timeout is None:
+            self._refuse_sequential(study, trial, loop, size, mode)
+        key = _study_key(study)
+        with _WAITING_LOCK:
+            _WAITING[threading.get_ident()] = (key, trial.number, rung)
+        try:
+            return self._wait(study, trial, size, mode, rung, root, slot, loop)
+        finally:
+            with _WAITING_LOCK:
+                _WAITING.pop(threading.get_ident(), None)
+
+    def _ask_and_tell(self, study: optuna.Study, trial: FrozenTrial, size: int, mode: str, rung: int) -> bool:
+        """``should_prune()`` outside ``study.optimize``: the caller may train the rest of the cohort itself (the
+        batched ask-and-tell pattern), so it never waits. A rung decided already gives its verdict; a rung
+        still open gives False, and the trial learns the verdict at its next ``should_prune()`` (its score at
+        the rung is the one reported there, so the decision is the same). One trial at a time cannot work."""
+        trials, _, mine = self._look(study, size, mode, root_number(trial))
+        position = mine.roots.index(root_number(trial))
+        outcome = self._outcome(mine, position, rung)
+        if outcome is not None:
+            return outcome
+        pending = self._pending(mine, position, rung)
+        assert pending is not None and mine.ledger is not None
+        absent = [p for p in mine.ledger.waiting_for(pending) if mine.queued(p)]
+        alone = not any(t.state == TrialState.RUNNING and t.number != trial.number for t in trials)
+        if absent and alone and isinstance(getattr(study, "_storage", None), InMemoryStorage):
+            raise SequentialStudyError(
+                f"SynchronousSHAPruner: trial {trial.number} reached rung {self.rungs[pending]} of {mine.describe()}, "
+                f"whose other {len(absent)} trial(s) have not been asked, and this ask-and-tell script runs one trial "
+                "at a time, so they cannot report the rung before this trial ends: ask the whole cohort first "
+                f"(trials = [study.ask() for _ in range({size})]) and train them in turn, reporting each one's step "
+                "and calling should_prune() (in ask-and-tell it never waits: a trial learns its rung's verdict at "
+                "its next should_prune()), or run the objective with study.optimize(objective, n_trials=..., "
+                f"n_jobs={size})")
+        return False
+
+    def _refuse_sequential(self, study: optuna.Study, trial: FrozenTrial, loop: dict[str, Any], size: int,
+                           mode: str) -> None:
+        """At the first ``should_prune()``: a ``study.optimize(..., n_jobs=1)`` on in-memory storage runs one trial at
+        a time in this thread, and no other thread runs the study, so the rest of the cohort can never start
+        while this trial waits at a rung."""
+        if loop.get("n_jobs") != 1 or not isinstance(getattr(study, "_storage", None), InMemoryStorage):
+            return
+        if _activity(study).loops > 1:
+            return  # other threads run study.optimize on this study too
+        _, _, mine = self._look(study, size, mode, root_number(trial))
+        absent = [p for p in range(mine.capacity) if mine.queued(p)]
+        if not absent:
+            return
+        raise SequentialStudyError(
+            f"SynchronousSHAPruner: trial {trial.number} is in {mine.describe()}, whose other {len(absent)} trial(s) "
+            "have not started, and this study runs one trial at a time (study.optimize with n_jobs=1), so they "
+            "cannot start while this trial waits at a rung in should_prune(): run the objective with "
+            "eve_search.integrations.optuna.optimize_in_cohorts(study, objective, n_trials=...) (a cohort's trials "
+            f"are alive at once, n_jobs of them training), or study.optimize(objective, n_trials=..., n_jobs={size})")
+
+    def _wait(self, study: optuna.Study, trial: FrozenTrial, size: int, mode: str, rung: int, root: int,
+              slot: Any, loop: dict[str, Any] | None) -> bool:
+        """Wait at the rung until it is decided (polling the storage); close the cohort, or refuse, when the
+        threads of this process show that no trial can start any more."""
         released = False
         started = time.monotonic()
+        last_stale_check = 0.0
+        previous: tuple[Any, ...] | None = None  # the last stall verdict, with the study's state it was seen in
         stalled_since: float | None = None
-        last_stale_check = last_stall_check = 0.0
         while True:
-            trials = study.get_trials(deepcopy=False)
-            attrs = study.user_attrs
-            cohorts = self._cohorts(trials, size, attrs)
-            mine = next(c for c in cohorts if root in c.roots)
-            self._replay(study, mine, mode, attrs)
+            trials, cohorts, mine = self._look(study, size, mode, root)
             position = mine.roots.index(root)
             outcome = self._outcome(mine, position, rung)
             if outcome is not None:
@@ -584,17 +678,11 @@ class SynchronousSHAPruner(BasePruner):
                 released = True
             ledger = mine.ledger
             assert ledger is not None
-            pending = next(r for r in range(rung + 1) if ledger.decide(r) is None)
+            pending = self._pending(mine, position, rung)
+            assert pending is not None
             absent = [p for p in ledger.waiting_for(pending) if mine.queued(p)]
             if absent and slot is None and self._runs_alone(study, trials, trial.number):
-                if self.timeout is None:
-                    raise SequentialStudyError(
-                        f"SynchronousSHAPruner: trial {trial.number} reached rung {self.rungs[pending]} of "
-                        f"{mine.describe()}, whose other {len(absent)} trial(s) have not started, and this study "
-                        "runs one trial at a time (study.optimize with n_jobs=1), so they cannot start while this "
-                        "trial waits in should_prune(): run the objective with eve_search.integrations.optuna."
-                        "optimize_in_cohorts(study, objective, n_trials=...) (a cohort's trials are alive at once, "
-                        f"n_jobs of them training), or study.optimize(objective, n_trials=..., n_jobs={size})")
+                # one trial at a time, with timeout=: the trials that have not started cannot be waited for
                 self._replay(study, mine, mode, study.user_attrs, force=pending, reason="sequential")
                 continue
             now = time.monotonic()
@@ -606,25 +694,299 @@ class SynchronousSHAPruner(BasePruner):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     optuna.storages.fail_stale_trials(study)
-            if self.timeout is None and now - last_stall_check >= min(1.0, self.stall_seconds / 4):
-                last_stall_check = now
-                running = [t for t in trials if t.state == TrialState.RUNNING]
-                live = {root_number(t) for t in running}
-                for other in cohorts:
-                    if other is not mine and live.intersection(other.roots):
-                        self._replay(study, other, mode, attrs)
-                if absent and all(self._blocked(t, cohorts) for t in running):
-                    stalled_since = now if stalled_since is None else stalled_since
-                    if now - stalled_since >= self.stall_seconds:
-                        raise CohortStalledError(
-                            f"SynchronousSHAPruner: rung {self.rungs[pending]} of {mine.describe()} waits for "
-                            f"{len(absent)} trial(s) that have not started, while every running trial waits at a "
-                            f"rung: run all {size} trials of a cohort at once (study.optimize(..., n_jobs={size}) "
-                            "or more worker processes), or run the objective with eve_search.integrations.optuna."
-                            "optimize_in_cohorts(study, objective, n_trials=..., n_jobs=...), which lets fewer "
-                            "train at once; if no more trials will start (the last cohort of n_trials, or "
-                            "optimize's timeout), pass n_trials= to the pruner or use optimize_in_cohorts; or "
-                            "lower cohort_size, or set timeout= to decide without them")
-                else:
-                    stalled_since = None
+            verdict = self._stalled(study, trials, size, mode) if absent and loop is not None else None
+            seen = None if verdict is None else (verdict, _fingerprint(trials))
+            if seen is None or seen != previous:
+                previous, stalled_since = seen, None
+                time.sleep(self.poll_interval)
+                continue  # acted on only when two looks in a row see it, the study unchanged between them
+            kind, detail = verdict
+            if kind == "ended":
+                self._close(study, detail)  # no more trials join the last cohort
+                _, _, mine = self._look(study, size, mode, root)
+                ledger = mine.ledger
+                assert ledger is not None
+                pending = self._pending(mine, position, rung)
+                if pending is not None and any(mine.queued(p) for p in ledger.waiting_for(pending)):
+                    self._replay(study, mine, mode, study.user_attrs, force=pending, reason="closed")
+                previous = None
+                continue
+            if self.timeout is None and kind == "full":
+                raise CohortStalledError(
+                    f"SynchronousSHAPruner: rung {self.rungs[pending]} of {mine.describe()} waits for {len(absent)} "
+                    f"trial(s) that have not started, while all {detail} threads of study.optimize(..., "
+                    f"n_jobs={detail}) wait at a rung, so none can start: run study.optimize(objective, n_trials=..., "
+                    f"n_jobs={size}) (a cohort's trials alive at once), or eve_search.integrations.optuna."
+                    f"optimize_in_cohorts(study, objective, n_trials=..., n_jobs={detail}) (they take turns), or "
+                    f"lower cohort_size to {detail}, or set timeout= to decide without them")
+            if self.timeout is None:  # "unknown": other worker processes may still start the trials
+                if stalled_since is None and not self._warned_alone:
+                    self._warned_alone = True
+                    warnings.warn(
+                        f"SynchronousSHAPruner: rung {self.rungs[pending]} of {mine.describe()} waits for "
+                        f"{len(absent)} trial(s) that have not started, while every running trial of the study waits "
+                        "at a rung and this process can start none: on shared storage only other worker processes "
+                        "can start them. If none will, stop and run the objective with eve_search.integrations."
+                        "optuna.optimize_in_cohorts(study, objective, n_trials=...); should_prune() raises "
+                        f"CohortStalledError after stall_seconds={self.stall_seconds:g} s of this",
+                        RuntimeWarning, stacklevel=4)
+                stalled_since = now if stalled_since is None else stalled_since
+                if now - stalled_since >= self.stall_seconds:
+                    raise CohortStalledError(
+                        f"SynchronousSHAPruner: rung {self.rungs[pending]} of {mine.describe()} waited "
+                        f"stall_seconds={self.stall_seconds:g} s for {len(absent)} trial(s) that have not started, "
+                        "while every running trial of the study waits at a rung and this process can start none: "
+                        f"start more worker processes on the study (a cohort needs {size} trials alive at once), or "
+                        "run the objective with eve_search.integrations.optuna.optimize_in_cohorts(study, objective, "
+                        "n_trials=...), or pass n_trials= to the pruner if no more trials will start, or lower "
+                        "cohort_size")
             time.sleep(self.poll_interval)
+
+    def _stalled(self, study: optuna.Study, trials: list[FrozenTrial], size: int,
+                 mode: str) -> tuple[str, Any] | None:
+        """Whether no trial of this process can report or start any more (read from the stacks of its threads):
+        None while one can (a thread trains or is about to ask, another process's trial runs, a waiting trial's
+        rung can be decided), else ``("ended", reason)`` when every ``study.optimize`` on the study has stopped
+        asking, ``("full", n_jobs)`` when one waits for a free thread that no trial will give back, and
+        ``("unknown", None)`` otherwise (a sequential loop waits, on shared storage)."""
+        activity = _activity(study)
+        if not activity.known or activity.busy or activity.pending > activity.pool:
+            return None  # a thread can still report or start a trial, or a task is on its way to one
+        if activity.full and activity.pool < sum(activity.full):
+            return None  # a thread of a full pool is free again: its loop is about to start a trial
+        running = {t.number for t in trials if t.state == TrialState.RUNNING}
+        if running - activity.running:
+            return None  # a trial this process does not run: another process's, which may report or end
+        attrs = study.user_attrs
+        cohorts = self._cohorts(trials, size, attrs)
+        for number, waiting_rung in activity.waiting:
+            frozen = next((t for t in trials if t.number == number), None)
+            if frozen is None:
+                return None
+            cohort = next((c for c in cohorts if root_number(frozen) in c.roots), None)
+            if cohort is None:
+                return None
+            self._replay(study, cohort, mode, attrs)
+            if self._outcome(cohort, cohort.roots.index(root_number(frozen)), waiting_rung) is not None:
+                return None  # decided: that trial goes on
+        in_memory = isinstance(getattr(study, "_storage", None), InMemoryStorage)
+        if activity.full or activity.blocked:
+            if in_memory and activity.full:
+                return ("full", min(activity.full))
+            if in_memory:
+                return ("full", 1)
+            return ("unknown", None)
+        if activity.ended:
+            return ("ended", activity.ended[0])
+        return ("unknown", None)
+
+    @staticmethod
+    def _runs_alone(study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
+        """One trial at a time: this study's trials live in this process only (in-memory storage), this trial runs
+        in the main thread (``study.optimize`` with ``n_jobs=1``, or ask-and-tell), and no other trial is running."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if not isinstance(getattr(study, "_storage", None), InMemoryStorage):
+            return False  # shared storage: another process may still start the rest of the cohort
+        return not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
+
+    # For optimize_in_cohorts ------------------------------------------------------------------------
+
+    def stream_view(self, study: optuna.Study, training: set[int]) -> tuple[CohortStream, Callable[[int], int | None]]:
+        """The study's cohorts as a :class:`~eve_search.engine.stream.CohortStream`, for choosing what trains next.
+
+        Configuration ``k * cohort_size + p`` of the stream is member ``p`` of cohort ``k`` (a cohort closed early
+        has fewer members); each cohort's ledger is the one the pruner replays from the storage. The trials
+        in ``training`` (numbers) are the stream's running work.
+
+        Returns:
+            The stream, and a function from a stream index to the number of the trial that holds that place
+            (None: not asked yet, a trial to start).
+        """
+        size = self._size(study)
+        mode = self._mode(study)
+        trials = study.get_trials(deepcopy=False)
+        attrs = study.user_attrs
+        cohorts = self._cohorts(trials, size, attrs)
+        states = []
+        for cohort in cohorts:
+            self._replay(study, cohort, mode, attrs)
+            ledger = cohort.ledger
+            assert ledger is not None
+            state = ledger.state_dict()
+            shift = cohort.index * size
+
+            def moved(values: Any, shift: int = shift) -> Any:
+                return [shift + v for v in values]
+
+            state["members"] = moved(state["members"])
+            state["scores"] = [[[shift + t, s] for t, s in rung] for rung in state["scores"]]
+            state["failed"] = moved(state["failed"])
+            state["decisions"] = [None if d is None else {"promoted": moved(d["promoted"]),
+                                                          "stopped": moved(d["stopped"])}
+                                  for d in state["decisions"]]
+            states.append(state)
+        stream = CohortStream(None, size, rungs=self.rungs, fraction=self.fraction, mode=mode)
+        stream.load_state_dict({"configs": None, "cohort_size": size, "speculate": False, "ledgers": states,
+                                "held": [], "dropped": []})
+        place = {root: cohort.index * size + p for cohort in cohorts for p, root in enumerate(cohort.roots)}
+        for trial in trials:
+            if trial.number in training and root_number(trial) in place:
+                index = place[root_number(trial)]
+                rung = stream.ledger(stream.cohort_of(index)).next_rung(index)
+                if rung is not None and Work(index, rung) not in stream.running:
+                    stream.start(Work(index, rung))
+
+        def number(index: int) -> int | None:
+            k, p = divmod(index, size)
+            return cohorts[k].root_at(p) if k < len(cohorts) else None
+
+        return stream, number
+
+
+# What this process's threads do with a study ------------------------------------------------------------
+
+# Each thread waiting inside should_prune(): (study key, trial number, rung).
+_WAITING: dict[int, tuple[Any, int, int]] = {}
+_WAITING_LOCK = threading.Lock()
+
+
+def _code(module: Any, path: str) -> Any:
+    """The code object of ``module.path`` (e.g. ``"_optimize"`` or ``"ThreadPoolExecutor.shutdown"``), or None
+    if this Optuna or Python has no such function (the loops are then not recognised: see :func:`_activity`)."""
+    target = module
+    for name in path.split("."):
+        target = getattr(target, name, None)
+    return getattr(target, "__code__", None)
+
+
+_OPTIMIZE = _code(_optuna_optimize, "_optimize")  # study.optimize's loop (and its n_jobs > 1 driver)
+_SEQUENTIAL = _code(_optuna_optimize, "_optimize_sequential")  # the loop of one thread
+_RUN_TRIAL = _code(_optuna_optimize, "_run_trial")  # one trial: ask, objective, tell
+_SHUTDOWN = _code(concurrent.futures.ThreadPoolExecutor, "shutdown")  # a driver whose loop has ended
+_WAIT = _code(concurrent.futures, "wait")  # a driver waiting for a free thread
+
+
+def _study_key(study: Any) -> Any:
+    """What identifies a study across Study objects: its storage (an RDB's URL) and its id."""
+    storage = getattr(study, "_storage", None)
+    backend = getattr(storage, "_backend", storage)  # RDB storages come wrapped in a cache
+    url = getattr(backend, "url", None)
+    return (url if isinstance(url, str) else id(backend), getattr(study, "_study_id", None))
+
+
+def _own_loop(study: optuna.Study) -> dict[str, Any] | None:
+    """The ``study.optimize`` call this thread runs a trial of: its ``n_jobs``, ``n_trials`` and ``timeout``
+    (``{"n_jobs": None}`` for a thread of an ``n_jobs > 1`` pool); None outside ``study.optimize`` (ask-and-tell)."""
+    if _OPTIMIZE is None or _SEQUENTIAL is None:
+        return None
+    key = _study_key(study)
+    frame = sys._getframe(1)
+    pool = False
+    while frame is not None:
+        code = frame.f_code
+        if code is _OPTIMIZE or code is _SEQUENTIAL:
+            other = frame.f_locals.get("study")
+            if other is study or (other is not None and _study_key(other) == key):
+                if code is _OPTIMIZE:
+                    values = frame.f_locals
+                    return {"n_jobs": values.get("n_jobs"), "n_trials": values.get("n_trials"),
+                            "timeout": values.get("timeout")}
+                pool = True
+        frame = frame.f_back
+    return {"n_jobs": None, "n_trials": None, "timeout": None} if pool else None
+
+
+@dataclass
+class _Activity:
+    """What this process's threads are doing with one study, read from their stacks.
+
+    ``busy``: threads that may still report or start a trial (training, asking, finishing one, a loop about
+    to start one); ``waiting``: (trial number, rung) of the trials waiting in ``should_prune()``; ``running``:
+    the numbers of the trials these threads run; ``full``: the ``n_jobs`` of each ``study.optimize`` waiting
+    for a free thread; ``blocked``: sequential loops whose own trial waits; ``ended``: why each loop that
+    stopped asking stopped; ``pool``: threads of ``n_jobs > 1`` pools that run a trial of the study (waiting
+    or not); ``pending``: the unfinished tasks of the loops that wait or ended (more than ``pool``: a task is
+    on its way to a thread); ``loops``: ``study.optimize`` calls on the study; ``known``: Optuna's loop
+    functions were found (else nothing is concluded from the stacks).
+    """
+
+    known: bool = True
+    busy: int = 0
+    waiting: list[tuple[int, int]] = field(default_factory=list)
+    running: set[int] = field(default_factory=set)
+    full: list[int] = field(default_factory=list)
+    blocked: int = 0
+    ended: list[str] = field(default_factory=list)
+    pool: int = 0
+    pending: int = 0
+    loops: int = 0
+
+
+def _ended_reason(study: Any, values: dict[str, Any]) -> str:
+    if getattr(study, "_stop_flag", False):
+        return "stopped"
+    n_trials = values.get("n_trials")
+    if n_trials is not None and values.get("n_submitted_trials", -1) >= n_trials:
+        return "n_trials"
+    if values.get("timeout") is not None:
+        return "timeout"
+    return "error"
+
+
+def _activity(study: optuna.Study) -> _Activity:
+    """Classify every thread of this process that runs ``study`` (see :class:`_Activity`)."""
+    if None in (_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL, _SHUTDOWN, _WAIT):
+        return _Activity(known=False)
+    key = _study_key(study)
+    with _WAITING_LOCK:
+        waiting = {ident: (number, rung) for ident, (k, number, rung) in _WAITING.items() if k == key}
+    activity = _Activity()
+    for ident, frame in sys._current_frames().items():
+        frames = []
+        while frame is not None:
+            frames.append(frame)
+            frame = frame.f_back
+        codes = {f.f_code for f in frames}
+        if not codes & {_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL}:
+            continue
+        ours = [f for f in frames if f.f_code in (_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL)
+                and _study_key(f.f_locals.get("study")) == key]
+        if not ours:
+            continue
+        kinds = {f.f_code for f in ours}
+        if _OPTIMIZE in kinds:
+            activity.loops += 1
+        for f in ours:
+            if f.f_code is _RUN_TRIAL:
+                number = getattr(f.f_locals.get("trial"), "number", None)
+                if isinstance(number, int):
+                    activity.running.add(number)
+        if _SEQUENTIAL in kinds and _OPTIMIZE not in kinds:
+            activity.pool += 1
+        if ident in waiting:
+            activity.waiting.append(waiting[ident])
+            if _OPTIMIZE in kinds:
+                activity.blocked += 1  # a loop of one thread, whose trial waits: it starts nothing
+        elif _SEQUENTIAL in kinds or _RUN_TRIAL in kinds:
+            activity.busy += 1
+        elif _SHUTDOWN in codes or _WAIT in codes:
+            driver = next(f for f in ours if f.f_code is _OPTIMIZE)
+            values = driver.f_locals
+            try:
+                activity.pending += sum(1 for future in list(values.get("futures") or ()) if not future.done())
+            except RuntimeError:  # the set changed while read: the driver is not idle
+                activity.busy += 1
+                continue
+            if _SHUTDOWN in codes:
+                activity.ended.append(_ended_reason(study, values))
+            else:
+                activity.full.append(int(values.get("n_jobs") or 0))
+        else:
+            activity.busy += 1  # a driver about to start a trial
+    return activity
+
+
+def _fingerprint(trials: list[FrozenTrial]) -> tuple[Any, ...]:
+    """What changes when anything happens to a study: its trials, their states and reports."""
+    return tuple((t.number, t.state, len(t.intermediate_values)) for t in trials)

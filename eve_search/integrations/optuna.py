@@ -5,11 +5,16 @@
   trial against whoever reported before it). Rungs in the objective's steps (``min_resource``,
   ``reduction_factor``, ``max_resource``), or the paper's in cost units (``rungs=``).
 - :func:`optimize_in_cohorts`: ``study.optimize`` for that pruner: a cohort's trials alive at once in
-  threads, ``n_jobs`` of them training, so a sequential script's rungs are judged among whole cohorts.
+  threads, ``n_jobs`` of them training, so a sequential script's rungs are judged among whole cohorts;
+  a free turn goes where the stream of cohorts says (a promoted trial of the oldest cohort, else a new
+  trial, which opens the next cohort).
 - :func:`run_sha`: ask-and-tell driver that trains eve-search trials rung by rung from checkpoints,
   with any number of worker processes on one RDB storage (SQLite or PostgreSQL); a killed worker's
-  trials continue elsewhere. Its rung, training and polling settings: :class:`ShaOptions` (or the same
-  names as keywords).
+  trials continue elsewhere. With ``cohort_size`` it runs a stream of cohorts, each worker taking the
+  work :class:`~eve_search.engine.stream.CohortStream` offers first, so no worker waits at a rung
+  while another cohort has work; the decisions and the winner are the same for any number of
+  workers. Its rung, training and polling settings: :class:`ShaOptions` (or the same names as
+  keywords).
 - :func:`run_sweep_on_optuna`: the ``eve-search ... --backend optuna --workers N`` backend.
 
 Needs the ``optuna`` extra (``pip install 'eve-search[optuna]'``; PostgreSQL: ``[postgres]``).
@@ -23,13 +28,24 @@ Steps and rungs:
     trial finished below the first rung (wrong units) or one report jumped several rungs.
 
 Cohorts:
-    ``cohort_size`` consecutive trials are judged together: at a rung, ``should_prune()`` waits for
-    the whole cohort. :func:`optimize_in_cohorts` runs each trial in a thread and lets ``n_jobs`` of
-    them (default 1) train at a time; a trial waiting at a rung gives its turn away. Also fine:
-    ``study.optimize(objective, n_trials=N, n_jobs=cohort_size)`` (pass ``n_trials=N`` to the pruner
-    when N is not a multiple of the cohort), or ``cohort_size`` worker processes on one RDB storage.
-    A plain sequential ``study.optimize`` cannot fill a cohort: the first ``should_prune()`` at a
-    rung raises :class:`SequentialStudyError` at once, naming both fixes.
+    ``cohort_size`` consecutive trials are judged together: at a rung, ``should_prune()`` inside
+    ``study.optimize`` waits for the whole cohort. :func:`optimize_in_cohorts` runs each trial in a
+    thread and lets ``n_jobs`` of them (default 1) train at a time; a trial waiting at a rung gives its
+    turn away. Also fine: ``study.optimize(objective, n_trials=N, n_jobs=cohort_size)`` (with or
+    without ``timeout=``), or ``cohort_size`` worker processes on one RDB storage. In ask-and-tell,
+    ask a whole cohort and train its trials in turn (Optuna's batched pattern): there
+    ``should_prune()`` never waits, and a trial learns a rung's verdict at its next call. A plain
+    sequential ``study.optimize`` (or ask-and-tell one trial at a time) cannot fill a cohort: it is
+    refused at its first ``should_prune()`` (:class:`SequentialStudyError`), naming a fix that fits.
+
+Cohorts close on events, not on a timer:
+    The last cohort is closed with the trials it has when the study stops starting trials:
+    ``study.optimize`` reached ``n_trials``, its ``timeout`` passed or ``study.stop()`` was called
+    while its trials wait at a rung (the pruner reads this from the stacks of this process's threads),
+    :func:`optimize_in_cohorts` stopped starting trials, or the pruner's ``n_trials=`` was reached. A
+    slow trial keeps its cohort open for as long as it trains. When every thread of
+    ``study.optimize(..., n_jobs=k)`` waits for trials no thread is free to start (k below the
+    cohort), :class:`CohortStalledError` says so at once.
 
 Partial rungs are never silent:
     When no more trials start (the last partial cohort, ``timeout``, ``study.stop()``) or the
@@ -39,11 +55,13 @@ Partial rungs are never silent:
 
 What the pruner cannot do:
     Pause a trial (a waiting trial keeps its model in memory, up to ``cohort_size`` at once;
-    :func:`run_sha` resumes from checkpoints instead); know where a plain ``study.optimize`` stops
-    (its last partial cohort waits ``stall_seconds``, 30 s, then ends FAIL with the fix named, unless
-    the pruner was given ``n_trials``); tell a lone process on RDB storage from the first of several
-    workers still starting (there it waits ``stall_seconds`` before refusing); prune multi-objective
-    studies.
+    :func:`run_sha` resumes from checkpoints instead); tell a lone process on RDB storage from the
+    first of several workers still starting (there a stalled cohort waits for other processes, and
+    ``stall_seconds``, 300 s, is a last guard that raises :class:`CohortStalledError`); see
+    ``study.optimize`` loops of other processes (each process closes the cohort when its own loop
+    stops asking and no trial of another process runs); prune multi-objective studies (Optuna refuses
+    ``trial.report`` there before any pruner is asked; :func:`optimize_in_cohorts` and :func:`run_sha`
+    refuse such a study at once).
 """
 
 from __future__ import annotations

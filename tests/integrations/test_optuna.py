@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 import optuna
@@ -22,6 +23,7 @@ from optuna.trial import TrialState
 
 from eve_search.integrations.optuna import (
     CohortStalledError,
+    PartialRungWarning,
     ShaOptions,
     SynchronousSHAPruner,
     decision_key,
@@ -115,14 +117,35 @@ def test_a_failed_trial_does_not_block_its_cohort():
 
 
 def test_too_few_workers_is_one_error_naming_the_fix():
-    study = _study(rungs=(10, 20), cohort_size=9, stall_seconds=1)
+    # All three threads wait at rung 10 for six trials no thread is free to start: refused when that happens
+    # (no stall timer); the trials already running end in the cohort closed with them.
+    study = _study(rungs=(10, 20), cohort_size=9)
 
     def objective(trial):
         trial.report(trial.number, 10)
         return 0.0 if not trial.should_prune() else 1.0
 
-    with pytest.raises(CohortStalledError, match=r"n_jobs=9.*cohort_size.*timeout"):
+    with pytest.raises(CohortStalledError, match=r"n_jobs=9.*cohort_size.*timeout") as error, \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", PartialRungWarning)
         study.optimize(objective, n_trials=9, n_jobs=3)
+    assert "\n" not in str(error.value) and len(study.trials) == 3
+
+
+def test_a_lone_sequential_process_on_shared_storage_warns_then_stops_at_the_guard(tmp_path):
+    # On RDB storage other worker processes could still start the cohort's trials, so the pruner waits; it
+    # says so once, and stall_seconds (a last guard, here short) ends the wait in one line.
+    study = _study(storage=f"sqlite:///{tmp_path / 'alone.db'}", rungs=(10, 20), cohort_size=3, stall_seconds=0.5)
+
+    def objective(trial):
+        trial.report(trial.suggest_float("x", 0.0, 1.0), 10)
+        return 0.0 if not trial.should_prune() else 1.0
+
+    with pytest.warns(RuntimeWarning, match="on shared storage only other worker processes can start them"), \
+            pytest.raises(CohortStalledError, match=r"waited stall_seconds=0.5 s for 2 trial\(s\) that have not "
+                                                    r"started.*start more worker processes"):
+        study.optimize(objective, n_trials=3)
+    assert [t.state for t in study.trials] == [TrialState.FAIL]
 
 
 def test_timeout_decides_without_trials_that_did_not_report():
@@ -194,9 +217,20 @@ def test_a_worker_killed_mid_rung_is_detected_by_heartbeat(tmp_path):
 # The driver ---------------------------------------------------------------------------------------
 
 
-def _settings(task, configs, rungs=(10, 30, 90)):
+def _settings(task, configs, rungs=(10, 30, 90), cohort_size=None):
     return SweepSettings(task=task, space="tiny", optimizer="eve", seed=0, configs=configs, rungs=rungs,
-                         backward_ratio=2.0)
+                         backward_ratio=2.0, cohort_size=cohort_size)
+
+
+def _fresh_database(postgres_url, name):
+    """A new, empty database on the session's PostgreSQL server; its URL."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(text(f"CREATE DATABASE {name}"))
+    engine.dispose()
+    return postgres_url.replace("/eve?", f"/{name}?")
 
 
 def _comparable(result):
@@ -395,6 +429,7 @@ def test_run_sha_takes_sha_options_and_the_same_settings_as_keywords(tmp_path):
          "Invalid backward_ratio: 2.0 (only the calibrated cost mode takes one; expected None)"),
         ({"data_dir": 3}, "Invalid data_dir: 3 (expected a path or None)"),
         ({"poll_interval": 0}, "Invalid poll_interval: 0 (expected a finite number of seconds > 0)"),
+        ({"cohort_size": 0}, "Invalid cohort_size: 0 (expected an int >= 1 of configurations, or None)"),
     ],
 )
 def test_run_sha_refuses_a_bad_option_in_one_line_before_touching_the_study(kwargs, message):
@@ -419,16 +454,7 @@ def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, pos
     expected = _comparable(local)
 
     # Four workers, nobody killed.
-    from sqlalchemy import create_engine, text
-
-    def fresh_database(name):
-        engine = create_engine(postgres_url, isolation_level="AUTOCOMMIT")
-        with engine.connect() as connection:
-            connection.execute(text(f"CREATE DATABASE {name}"))
-        engine.dispose()
-        return postgres_url.replace("/eve?", f"/{name}?")
-
-    url = fresh_database("workers4")
+    url = _fresh_database(postgres_url, "workers4")
     # A generous grace period: on a starved machine a live worker's heartbeat can be late, and its trial
     # would then be failed and retried (correctly, but this run is the one without failures).
     result = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b"), workers=4,
@@ -438,7 +464,7 @@ def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, pos
     assert failed == 0
 
     # Four workers, one SIGKILLed while it holds a configuration (training it towards a rung).
-    url = fresh_database("killed")
+    url = _fresh_database(postgres_url, "killed")
     sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "c")
     outcome = {}
     runner = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_optuna(
@@ -467,6 +493,37 @@ def test_four_postgres_workers_equal_local_even_when_one_is_killed(tmp_path, pos
     assert _comparable(outcome["result"]) == expected
     study, failed = _check_study(url, settings.name, 48)
     assert failed >= 1 and study.trials[killed].state == TrialState.FAIL
+
+
+def test_a_stream_of_cohorts_gives_the_same_decisions_and_winner_for_one_two_and_four_workers(tmp_path, postgres_url,
+                                                                                              monkeypatch):
+    # Three cohorts of four configurations: a worker whose cohort waits at a rung for a trial another worker
+    # trains takes the next cohort's first rung; each cohort is decided on its own, as the local engine does.
+    from eve_search.engine.sha import SynchronousSuccessiveHalving
+    from eve_search.integrations._optuna_driver import ShaWorker
+
+    settings = _settings("tiny-workers", 12, rungs=(10, 30), cohort_size=4)
+    trained = {"local": [], "optuna": []}
+    local_train, worker_train = SynchronousSuccessiveHalving._train, ShaWorker._train
+    monkeypatch.setattr(SynchronousSuccessiveHalving, "_train", lambda self, index, rung: (
+        trained["local"].append((index, rung)), local_train(self, index, rung))[1])
+    monkeypatch.setattr(ShaWorker, "_train", lambda self, index, rung, *args: (
+        trained["optuna"].append((index, rung)), worker_train(self, index, rung, *args))[1])
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
+    expected = _comparable(local)
+    assert [r["trials"] for r in expected["rungs"]] == [12, 6]  # 4 -> 2 in each cohort
+    for workers, url in ((1, f"sqlite:///{tmp_path / 'one.db'}"), (2, f"sqlite:///{tmp_path / 'two.db'}"),
+                         (4, _fresh_database(postgres_url, "stream4"))):
+        sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / f"w{workers}")
+        # A grace period for a loaded machine: a live worker's late heartbeat must not fail its trial here.
+        result = run_sweep_on_optuna(sweep, workers=workers, heartbeat_interval=1, grace_period=30)
+        assert _comparable(result) == expected, workers
+        if workers == 1:  # one worker takes the work in the stream's order, the local engine's
+            assert trained["optuna"] == trained["local"]
+            assert trained["local"][4:7] == [(1, 1), (2, 1), (4, 0)]  # cohort 0's promoted, then cohort 1
+        study, failed = _check_study(url, settings.name, 12)
+        assert failed == 0
+        assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 2 * 3  # each cohort's last rung
 
 
 def _count_writes(monkeypatch):

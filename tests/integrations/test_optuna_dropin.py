@@ -55,26 +55,42 @@ class Training:
             self.now -= 1
 
 
-def make_objective(training: Training | None = None, epoch_seconds: float = 0.0):
+class Learner:
+    """One trial's model as Optuna's PyTorch examples build it: a learning rate and a width suggested, then
+    trained an epoch at a time (seeded by the trial's number, so a trial's scores depend only on it and
+    its parameters, whatever thread trains it and whenever)."""
+
+    def __init__(self, trial) -> None:
+        lr = trial.suggest_float("lr", 1e-4, 3e-1, log=True)
+        width = trial.suggest_categorical("width", [4, 16])
+        self.generator = torch.Generator().manual_seed(trial.number)
+        self.model = mlp(DATA.x_train.shape[1], [width], 2, generator=self.generator)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+
+    def epoch(self) -> float:
+        """Train one epoch; the validation accuracy after it."""
+        self.model.train()
+        for batch in torch.randperm(len(DATA.y_train), generator=self.generator).split(128):
+            self.optimizer.zero_grad()
+            F.cross_entropy(self.model(DATA.x_train[batch]), DATA.y_train[batch]).backward()
+            self.optimizer.step()
+        self.model.eval()
+        with torch.no_grad():
+            return (self.model(DATA.x_val).argmax(1) == DATA.y_val).float().mean().item()
+
+
+def make_objective(training: Training | None = None, epoch_seconds: float = 0.0, before_report=None):
+    """An objective in Optuna's example style; ``before_report(trial, epoch)`` runs before each report."""
     training = training or Training()
 
     def objective(trial):
-        lr = trial.suggest_float("lr", 1e-4, 3e-1, log=True)
-        width = trial.suggest_categorical("width", [4, 16])
-        generator = torch.Generator().manual_seed(trial.number)
-        model = mlp(DATA.x_train.shape[1], [width], 2, generator=generator)
-        optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+        learner = Learner(trial)
         for epoch in range(EPOCHS):
             with training:
-                model.train()
-                for batch in torch.randperm(len(DATA.y_train), generator=generator).split(128):
-                    optimizer.zero_grad()
-                    F.cross_entropy(model(DATA.x_train[batch]), DATA.y_train[batch]).backward()
-                    optimizer.step()
-                model.eval()
-                with torch.no_grad():
-                    accuracy = (model(DATA.x_val).argmax(1) == DATA.y_val).float().mean().item()
+                accuracy = learner.epoch()
                 time.sleep(epoch_seconds)
+            if before_report is not None:
+                before_report(trial, epoch)
             trial.report(accuracy, epoch)
             if trial.should_prune():
                 raise optuna.TrialPruned()
@@ -83,10 +99,28 @@ def make_objective(training: Training | None = None, epoch_seconds: float = 0.0)
     return objective
 
 
-def _study(**pruner_kwargs):
+def _study(storage=None, **pruner_kwargs):
     pruner_kwargs.setdefault("poll_interval", 0.02)
-    return optuna.create_study(direction="maximize", pruner=SynchronousSHAPruner(**pruner_kwargs),
+    return optuna.create_study(direction="maximize", pruner=SynchronousSHAPruner(**pruner_kwargs), storage=storage,
                                sampler=optuna.samplers.RandomSampler(seed=0))
+
+
+# Twelve configurations queued with study.enqueue_trial (Optuna's way to try given parameters first): trial n
+# gets configuration n whichever thread asks for it, so runs with any number of jobs are comparable.
+CONFIGS = [{"lr": lr, "width": width} for lr in (3e-3, 1e-2, 3e-2, 1e-1, 2e-1, 3e-1) for width in (4, 16)]
+
+
+def _queued_study(storage=None, **pruner_kwargs):
+    study = _study(storage, **pruner_kwargs)
+    for params in CONFIGS:
+        study.enqueue_trial(params)
+    return study
+
+
+def _outcome(study):
+    """Every rung decision (promoted and stopped trial numbers) and the best trial: what a search decided."""
+    decisions = check_decisions(study)
+    return {k: (d["promoted"], d["stopped"]) for k, d in sorted(decisions.items())}, study.best_trial.number
 
 
 def within(seconds, run):
@@ -158,14 +192,12 @@ def _kept(study, steps):
 # A sequential script ------------------------------------------------------------------------------
 
 
-def test_a_sequential_study_is_refused_at_its_first_rung_with_the_fix():
-    study = _study(cohort_size=9, stall_seconds=20)
-    started = time.monotonic()
+def test_a_sequential_study_is_refused_at_its_first_should_prune_with_the_fix():
+    study = _study(cohort_size=9)
     with pytest.raises(SequentialStudyError, match=r"optimize_in_cohorts\(study, objective.*n_jobs=9"):
         study.optimize(make_objective(), n_trials=9)  # n_jobs=1, in this (main) thread, in-memory storage
-    assert time.monotonic() - started < 10  # at once, not after stall_seconds
     assert [t.state for t in study.trials] == [TrialState.FAIL]
-    assert study.trials[0].last_step == 1  # the first rung (min_resource=1)
+    assert study.trials[0].last_step == 0  # refused after the first epoch, before training to the first rung
 
 
 def test_a_sequential_script_counting_epochs_runs_in_cohorts():
@@ -203,12 +235,160 @@ def test_fewer_jobs_than_the_cohort_take_turns():
 
 
 def test_plain_optimize_with_fewer_jobs_names_optimize_in_cohorts():
-    study = _study(cohort_size=6, stall_seconds=1)
-    with pytest.raises(CohortStalledError, match=r"n_jobs=6.*optimize_in_cohorts"):
+    # Both threads wait at the first rung for four trials no thread is free to start: refused when that
+    # happens (an event), not after a stall timer.
+    study = _study(cohort_size=6)
+    with pytest.raises(CohortStalledError, match=r"all 2 threads of study.optimize.*n_jobs=6.*optimize_in_cohorts"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", PartialRungWarning)  # the other trial goes on in the closed cohort
         within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=6, n_jobs=2))
+    assert len(study.trials) == 2  # no trial started after the error
+    assert TrialState.FAIL in [t.state for t in study.trials]
 
 
-# n_trials not a multiple of the cohort -------------------------------------------------------------
+# The same decisions for any number of jobs; ask and tell --------------------------------------------
+
+
+def test_the_same_decisions_and_winner_for_one_two_and_four_jobs(tmp_path):
+    # Three cohorts of four: a free job takes a promoted trial of an older cohort first, then a new trial,
+    # so cohorts overlap; each cohort is still decided on its own four trials.
+    runs = {}
+    for n_jobs in (1, 2, 4):
+        study = _queued_study(cohort_size=4, max_resource=EPOCHS - 1)  # rungs 1, 3, 9: 4 -> 2 -> 1
+        within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(), n_trials=12, n_jobs=n_jobs))
+        runs[f"optimize_in_cohorts(n_jobs={n_jobs})"] = _outcome(study)
+    study = _queued_study(f"sqlite:///{tmp_path / 'jobs.db'}", cohort_size=4, max_resource=EPOCHS - 1)
+    within(WATCHDOG, lambda: optimize_in_cohorts(study, make_objective(), n_trials=12, n_jobs=2))
+    runs["optimize_in_cohorts(n_jobs=2) on SQLite"] = _outcome(study)
+    study = _queued_study(cohort_size=4, max_resource=EPOCHS - 1)
+    within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=12, n_jobs=4))
+    runs["study.optimize(n_jobs=4)"] = _outcome(study)
+    decisions, best = runs["optimize_in_cohorts(n_jobs=1)"]
+    assert len(decisions) == 9 and not any(key.startswith("sha:cohort3") for key in decisions)
+    assert {name: run for name, run in runs.items() if run != (decisions, best)} == {}
+
+
+def _batched(study, cohort_size, batches):
+    """Optuna's batched ask-and-tell (tutorial "Ask-and-Tell Interface"), with pruning: a batch of trials is
+    asked, then trained in turn, epoch by epoch, each reported and checked, in this one thread."""
+    for _ in range(batches):
+        trials = [study.ask() for _ in range(cohort_size)]
+        learners = {trial.number: Learner(trial) for trial in trials}
+        accuracy = {}
+        live = list(trials)
+        for epoch in range(EPOCHS):
+            for trial in list(live):
+                accuracy[trial.number] = learners[trial.number].epoch()
+                trial.report(accuracy[trial.number], epoch)
+                if trial.should_prune():
+                    study.tell(trial, state=TrialState.PRUNED)
+                    live.remove(trial)
+        for trial in live:
+            study.tell(trial, accuracy[trial.number])
+
+
+def test_batched_ask_and_tell_completes_with_the_decisions_of_optimize_in_cohorts():
+    reference = _queued_study(cohort_size=4, max_resource=EPOCHS - 1)
+    within(WATCHDOG, lambda: optimize_in_cohorts(reference, make_objective(), n_trials=12))
+    study = _queued_study(cohort_size=4, max_resource=EPOCHS - 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: _batched(study, cohort_size=4, batches=3))  # it used to hang at trial 0's first rung
+    assert not [w for w in caught if issubclass(w.category, PartialRungWarning)]
+    assert [t.state for t in study.trials] == [t.state for t in reference.trials]
+    assert _outcome(study) == _outcome(reference)
+    # should_prune() never waits in ask-and-tell: a trial learns its rung's verdict at its next call, so a
+    # pruned trial trained at most one epoch past its rung (rungs 1 and 3), the cohort's last reporter none.
+    last_steps = {t.last_step for t in study.trials if t.state == TrialState.PRUNED}
+    assert 2 in last_steps and last_steps <= {1, 2, 3, 4}
+
+
+def test_ask_and_tell_one_trial_at_a_time_is_refused_at_its_first_rung_naming_the_batched_pattern():
+    study = _study(cohort_size=4)
+    trial = study.ask()
+    learner = Learner(trial)
+    with pytest.raises(SequentialStudyError, match=r"ask the whole cohort first \(trials = \[study\.ask\(\) "
+                                                  r"for _ in range\(4\)\]\) and train them in turn"):
+        for epoch in range(EPOCHS):
+            trial.report(learner.epoch(), epoch)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+    assert study.trials[0].last_step == 1  # the first rung, not after a wait
+
+
+# n_trials not a multiple of the cohort; timeout= --------------------------------------------------------
+
+
+def test_plain_optimize_closes_its_last_cohort_when_it_stops_asking():
+    # study.optimize's n_trials ends the study in the middle of cohort 1; the pruner is not told: it sees
+    # the optimize loop stop asking while trial 9 waits at a rung, and closes the cohort (no stall, no FAIL).
+    study = _study(cohort_size=9)
+    with pytest.warns(PartialRungWarning, match=r"cohort 1 \(trial 9\) was decided among 1 of 9 trials because no "
+                                                r"more trials joined"):
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=10, n_jobs=9))
+    assert study.user_attrs["sha:cut10"]["reason"] == "n_trials"
+    check_decisions(study)
+    assert [t.state for t in study.trials].count(TrialState.COMPLETE) == 2  # one per cohort
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_plain_optimize_with_a_timeout_ends_cleanly_with_its_last_partial_cohort_closed(tmp_path, storage):
+    study = _study(None if storage == "memory" else f"sqlite:///{tmp_path / 'timeout.db'}", cohort_size=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: study.optimize(make_objective(epoch_seconds=0.01), n_jobs=5, timeout=1.0))
+    states = [t.state for t in study.trials]
+    assert TrialState.FAIL not in states and TrialState.RUNNING not in states
+    check_decisions(study)
+    started = len(study.trials)
+    partial = [str(w.message) for w in caught if issubclass(w.category, PartialRungWarning)]
+    if started % 5:  # the usual case: the time ran out in the middle of a cohort
+        assert study.user_attrs[f"sha:cut{started}"]["reason"] == "timeout"
+        assert len(partial) == 1 and f"among {started % 5} of 5 trials because no more trials joined" in partial[0]
+    else:
+        assert partial == []
+
+
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_a_slow_trial_keeps_its_cohort_open_past_the_optimize_timeout(tmp_path, storage):
+    # Trial 2 reports its first rung late: only after the other two have waited there through many reads of
+    # the study, and after study.optimize's timeout stopped new trials. Nothing may close the cohort before.
+    study = _study(None if storage == "memory" else f"sqlite:///{tmp_path / 'slow.db'}", cohort_size=3)
+    read = threading.Condition()
+    reads = [0]
+    get_trials = study.get_trials
+
+    def counted(*args, **kwargs):
+        with read:
+            reads[0] += 1
+            read.notify_all()
+        return get_trials(*args, **kwargs)
+
+    study.get_trials = counted  # every look of a waiting trial's pruner reads the study
+    timeout = 0.5
+    started = time.monotonic()
+
+    def before_report(trial, epoch):
+        if trial.number != 2 or epoch != 1:
+            return
+        others_at_rung = lambda: sum(1 in t.intermediate_values for t in get_trials(deepcopy=False)) == 2  # noqa: E731
+        with read:
+            assert read.wait_for(others_at_rung, WATCHDOG)
+            since = reads[0]
+            assert read.wait_for(lambda: reads[0] - since >= 100 and time.monotonic() - started > timeout, WATCHDOG)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: study.optimize(make_objective(before_report=before_report), n_jobs=3,
+                                                timeout=timeout))
+    assert len(study.trials) == 3
+    first = study.user_attrs["sha:cohort0:rung1"]
+    assert (first["reporters"], first["partial"]) == (3, False)
+    assert not [w for w in caught if issubclass(w.category, PartialRungWarning)]
+    check_decisions(study)
+
+
+# n_trials not a multiple of the cohort (optimize_in_cohorts) ------------------------------------------
 
 
 def test_the_last_partial_cohort_is_decided_with_the_trials_that_exist():
@@ -225,7 +405,7 @@ def test_the_last_partial_cohort_is_decided_with_the_trials_that_exist():
 
 
 def test_plain_optimize_with_n_trials_given_to_the_pruner():
-    study = _study(cohort_size=9, n_trials=10, stall_seconds=5)
+    study = _study(cohort_size=9, n_trials=10)
     with pytest.warns(PartialRungWarning, match=r"cohort 1 \(trial 9\) was decided among 1 of 9"):
         within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=10, n_jobs=9))
     check_decisions(study)
@@ -354,6 +534,13 @@ def test_optuna_vocabulary_derives_the_rungs():
         optimize_in_cohorts(optuna.create_study(pruner=optuna.pruners.MedianPruner()), make_objective(), 1)
     with pytest.raises(ValueError, match="Invalid n_jobs: 0"):
         optimize_in_cohorts(_study(cohort_size=3), make_objective(), 3, n_jobs=0)
+    # A multi-objective study: refused before any trial, in one line (Optuna itself refuses trial.report there
+    # before any pruner is asked).
+    two = optuna.create_study(directions=["maximize", "minimize"], pruner=SynchronousSHAPruner(cohort_size=3))
+    with pytest.raises(ValueError, match=r"^Invalid study: 2 objectives \(SynchronousSHAPruner ranks one score: "
+                                         r"expected optuna.create_study\(direction=\.\.\.\)") as error:
+        optimize_in_cohorts(two, make_objective(), 3)
+    assert "\n" not in str(error.value) and two.trials == []
 
 
 def test_steps_that_never_reach_the_first_rung_warn_once():
