@@ -350,9 +350,9 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
                          f"(got --backend {args.backend})")
     _check_processes(args, command)
-    if args.cohort_size is not None and args.backend != "local":
-        raise UsageError(f"eve-search {command}: argument --cohort-size: only --backend local runs a stream of "
-                         f"cohorts from the command line yet (got --backend {args.backend})")
+    if args.cohort_size is not None and args.backend == "ray":
+        raise UsageError(f"eve-search {command}: argument --cohort-size: --backend ray does not run a stream of "
+                         "cohorts from the command line yet (use --backend local or optuna)")
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
