@@ -7,7 +7,9 @@ trajectory (the audit's machinery, so a killed run resumes), then writes the poo
         --out searches/pools/adult-arch.json.gz
 
 `--export-only` writes the configurations recorded so far without training (a recording in
-progress, in another process, keeps going). Run it with OMP_NUM_THREADS=1 beside other work, and note
+progress, in another process, keeps going). `--profile R` measures the seconds again on a quiet
+machine, once per model shape and trainer (a long recording shares the machine with other work, and
+its seconds carry that noise; the scores do not depend on timing). Run it with OMP_NUM_THREADS=1 beside other work, and note
 the load: the pool's seconds are wall seconds measured as it trains.
 """
 
@@ -32,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True, help="where the runs (a SQLite store) are kept")
     parser.add_argument("--out", type=Path, required=True, help="the pool file (.json or .json.gz)")
     parser.add_argument("--export-only", action="store_true", help="write what is recorded, train nothing")
+    parser.add_argument("--profile", type=int, default=0, metavar="R",
+                        help="measure the seconds again on this (quiet) machine, per model shape and trainer, "
+                             "median of R trajectories (eve_search.experiments.pools.profile_seconds); 0: keep "
+                             "the seconds measured while recording")
     args = parser.parse_args(argv)
 
     from eve_search.engine.pool import save_pool
@@ -56,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
              "load_at_export": round(os.getloadavg()[0], 2), "load_at_start": round(load, 2),
              "threads": os.environ.get("OMP_NUM_THREADS", "default")}
     pool = pool_from_audit(prepared, args.referee, notes=notes)
+    if args.profile:
+        from eve_search.experiments.pools import profile_seconds
+
+        pool = profile_seconds(pool, repeats=args.profile)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     save_pool(pool, args.out)
     print(f"{args.out}: {pool.size} configurations x {len(pool.trainers)} trainers at budgets "

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from eve_search.engine.ledger import DEFAULT_RUNGS
-from eve_search.engine.pool import RecordedPool, TrainerRecord
+from eve_search.engine.pool import RecordedPool, TrainerRecord, load_pool  # noqa: F401 (load_pool: the examples)
 from eve_search.engine.sweep import Sweep
 from eve_search.experiments.audit import prepare_audit, run_audit
 from eve_search.tasks import Task
 
-__all__ = ["pool_from_audit", "record_pool"]
+__all__ = ["pool_from_audit", "profile_seconds", "record_pool"]
 
 
 def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
@@ -129,3 +129,67 @@ def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, config
                              truth=referee)
     run_audit(prepared, progress)
     return pool_from_audit(prepared, referee, notes=notes)
+
+
+def profile_seconds(pool: RecordedPool, *, repeats: int = 3, data_dir: Path | None = None) -> RecordedPool:
+    """The pool with its seconds measured again, once per model shape and trainer, on this machine now.
+
+    A recording takes hours and shares the machine with other work, so the wall seconds it measured
+    carry that work's noise (the same architecture was seen to take 0.3 to 2.4 ms per unit in one
+    recording at load 5-9). The scores do not depend on timing; the seconds do. This trains one
+    configuration of each model shape (the task's ``cost_key``) per trainer through every budget,
+    ``repeats`` times, and gives every configuration of that shape the median cumulative seconds:
+    training plus one validation pass at each budget, what a piece of a search's work costs. Run it
+    on a quiet machine, and note its load.
+
+    Args:
+        pool: the recorded pool.
+        repeats: trajectories timed per shape and trainer (the median is kept).
+        data_dir: the task's data folder (None: its default).
+
+    Returns:
+        A new pool: the same scores, the profiled seconds, and ``recorded["seconds"]`` saying how they
+        were measured.
+
+    Example:
+        >>> pool = profile_seconds(load_pool("searches/pools/adult-arch.json.gz"))  # doctest: +SKIP
+    """
+    import statistics
+    import time
+
+    from eve_search.engine.sweep import SweepSettings
+    from eve_search.engine.trial import Trial, warm_up
+    from eve_search.tasks import get_task
+
+    task = get_task(pool.task)
+    data = task.data(data_dir)
+    shapes: dict[str, int] = {}
+    for index, config in enumerate(pool.configs):
+        shapes.setdefault(task.cost_key(config), index)
+    profiles: dict[tuple[str, str], list[float]] = {}
+    for trainer in pool.trainers:
+        warm_up(trainer)
+        for key, index in shapes.items():
+            runs = []
+            for _ in range(repeats):
+                trial = Trial(task, pool.configs[index], trainer, seed=pool.seed, index=index,
+                              backward_ratio=pool.backward_ratio if pool.backward_ratio is not None else 2.0,
+                              data=data)
+                cumulative, spent = [], 0.0
+                for budget in pool.budgets:
+                    start = time.perf_counter()
+                    trial.train_to(budget)
+                    trial.evaluate("val")
+                    spent += time.perf_counter() - start
+                    cumulative.append(spent)
+                runs.append(cumulative)
+            profiles[(trainer, key)] = [statistics.median(run[b] for run in runs) for b in range(len(pool.budgets))]
+    trainers = {name: TrainerRecord(score=record.score, test=record.test,
+                                    seconds=[list(profiles[(name, task.cost_key(c))]) for c in pool.configs])
+                for name, record in pool.trainers.items()}
+    recorded = {**pool.recorded, "seconds": f"profiled per model shape ({len(shapes)}), median of {repeats}, "
+                f"training plus a validation pass per budget, on {datetime.date.today().isoformat()} at load "
+                f"{os.getloadavg()[0]:.2f}"}
+    return RecordedPool(task=pool.task, space=pool.space, metric=pool.metric, mode=pool.mode, budgets=pool.budgets,
+                        configs=pool.configs, trainers=trainers, referee=pool.referee, config_seed=pool.config_seed,
+                        seed=pool.seed, backward_ratio=pool.backward_ratio, recorded=recorded)
