@@ -138,9 +138,9 @@ def profile_seconds(pool: RecordedPool, *, repeats: int = 3, data_dir: Path | No
     carry that work's noise (the same architecture was seen to take 0.3 to 2.4 ms per unit in one
     recording at load 5-9). The scores do not depend on timing; the seconds do. This trains one
     configuration of each model shape (the task's ``cost_key``) per trainer through every budget,
-    ``repeats`` times, and gives every configuration of that shape the median cumulative seconds:
-    training plus one validation pass at each budget, what a piece of a search's work costs. Run it
-    on a quiet machine, and note its load.
+    ``repeats`` times on one thread (as a ``--jobs`` worker trains), and gives every configuration of
+    that shape the median cumulative seconds: training plus one validation pass at each budget, what a
+    piece of a search's work costs. Run it on a quiet machine, and note its load.
 
     Args:
         pool: the recorded pool.
@@ -154,15 +154,27 @@ def profile_seconds(pool: RecordedPool, *, repeats: int = 3, data_dir: Path | No
     Example:
         >>> pool = profile_seconds(load_pool("searches/pools/adult-arch.json.gz"))  # doctest: +SKIP
     """
-    import statistics
-    import time
+    import torch
 
-    from eve_search.engine.sweep import SweepSettings
-    from eve_search.engine.trial import Trial, warm_up
     from eve_search.tasks import get_task
+
 
     task = get_task(pool.task)
     data = task.data(data_dir)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as a --jobs worker trains: the simulator's workers are one-thread processes
+    try:
+        return _profiled(pool, task, data, repeats)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _profiled(pool: RecordedPool, task: Any, data: Any, repeats: int) -> RecordedPool:
+    import statistics
+    import time
+
+    from eve_search.engine.trial import Trial, warm_up
+
     shapes: dict[str, int] = {}
     for index, config in enumerate(pool.configs):
         shapes.setdefault(task.cost_key(config), index)
@@ -187,8 +199,8 @@ def profile_seconds(pool: RecordedPool, *, repeats: int = 3, data_dir: Path | No
     trainers = {name: TrainerRecord(score=record.score, test=record.test,
                                     seconds=[list(profiles[(name, task.cost_key(c))]) for c in pool.configs])
                 for name, record in pool.trainers.items()}
-    recorded = {**pool.recorded, "seconds": f"profiled per model shape ({len(shapes)}), median of {repeats}, "
-                f"training plus a validation pass per budget, on {datetime.date.today().isoformat()} at load "
+    recorded = {**pool.recorded, "seconds": f"profiled per model shape ({len(shapes)}), median of {repeats}, one "
+                f"thread, training plus a validation pass per budget, on {datetime.date.today().isoformat()} at load "
                 f"{os.getloadavg()[0]:.2f}"}
     return RecordedPool(task=pool.task, space=pool.space, metric=pool.metric, mode=pool.mode, budgets=pool.budgets,
                         configs=pool.configs, trainers=trainers, referee=pool.referee, config_seed=pool.config_seed,

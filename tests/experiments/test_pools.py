@@ -121,3 +121,19 @@ def test_an_unreadable_pool_is_refused_in_one_line(tmp_path, content):
     assert len(str(caught.value).splitlines()) == 1
     with pytest.raises(PoolError, match="No such file"):
         load_pool(tmp_path / "missing.json")
+
+
+def test_profiled_seconds_keep_the_scores_and_give_each_model_shape_one_profile(tiny_pool):
+    from eve_search.experiments.pools import profile_seconds
+    from eve_search.tasks import get_task
+
+    pool, _ = tiny_pool
+    profiled = profile_seconds(pool, repeats=1)
+    task = get_task("tiny")
+    for name, record in profiled.trainers.items():
+        assert record.score == pool.trainers[name].score and record.test == pool.trainers[name].test
+        by_shape = {}
+        for config, seconds in zip(profiled.configs, record.seconds, strict=True):
+            assert seconds == sorted(seconds) and seconds[0] > 0
+            assert by_shape.setdefault(task.cost_key(config), seconds) == seconds
+    assert "profiled per model shape" in profiled.recorded["seconds"]
