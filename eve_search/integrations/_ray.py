@@ -25,10 +25,14 @@ one ``tune.report`` or one ``Trainable.step()``) and make the trainable resume f
 :class:`SynchronousSHAScheduler` pauses a trial (Tune checkpoints it) when its ``time_attr`` reaches
 a rung, waits until every live trial of the rung's cohort has reached it or ended, then lets
 :class:`~eve_search.engine.ledger.RungLedger` decide: the losers are stopped, the winners resumed from their
-checkpoints. A paused trial gives its concurrency slot back, so ``ConcurrencyLimiter`` and
-``max_concurrent_trials`` limit how many trials train at once, never the cohort. The ledgers are
-written beside Tune's experiment state (the driver staging folder that Tune syncs to
-``storage_path``), so a restored run continues them exactly.
+checkpoints. The cohorts run as a :class:`~eve_search.engine.stream.CohortStream` (the project's one
+scheduling core), which also says what a free actor takes next: a promoted trial of the oldest
+cohort, then first-rung trials, then the search algorithm's next trial. Cohorts close on events
+(the search algorithm is finished, or proposes none while every trial waits), never on a timer. A
+paused trial gives its concurrency slot back, so ``ConcurrencyLimiter`` and
+``max_concurrent_trials`` limit how many trials train at once, never the cohort. The scheduler's
+state is written beside Tune's experiment state (the driver staging folder that Tune syncs to
+``storage_path``), so a restored run continues it exactly.
 
 :class:`EveTrainable` is a ``tune.Trainable`` over :class:`~eve_search.engine.trial.Trial`: each ``step()``
 trains to the next rung budget and reports ``eval_cost``, the task's validation metrics and
@@ -76,6 +80,7 @@ from eve_search.engine.ledger import (
     check_rungs,
     rungs_from_geometric,
 )
+from eve_search.engine.stream import CohortStream, Work
 
 require("ray", "ray")
 require("ray.tune", "ray")
@@ -99,7 +104,9 @@ STATE_FILE = "eve_sha_scheduler.json"
 INDEX_KEY = "trial_index"
 MODES = ("max", "min")
 _TUNE_KEYS = {"done", "trial_id", "experiment_tag", "should_checkpoint", "__duplicate__", "experiment_id"}
-STALL_SECONDS = 2.0  # how long every trial may wait with no new trial coming before the cohort closes
+GUARD_SECONDS = 60.0  # the last guard: a run stalled this long (no trial trains or starts) raises an error.
+# No decision waits for it: cohorts close on events. With nothing training, the run moves on within a Tune
+# step or two (under a second here, a few seconds under load), so this is sized for a machine ten times slower.
 
 
 def _write_json_atomically(value: Any, path: Path, scratch: Path | None = None) -> None:
@@ -119,7 +126,10 @@ def _write_json_atomically(value: Any, path: Path, scratch: Path | None = None) 
 def load_scheduler_state(experiment_path: str | os.PathLike) -> dict[str, Any]:
     """The scheduler state a run saved under ``experiment_path`` (Tune's experiment folder on local
     storage): ``{"cohorts": [RungLedger.state_dict(), ...], "ledger": the first cohort's, "closed":
-    [...], "partial": [...], "early": ..., "trials": {trial_id: tag}, "time_attr": ..., "metric": ...}``.
+    [...], "partial": [...], "early": ..., "trials": {trial_id: tag}, "time_attr": ..., "metric": ...,
+    "segments": [...]}``. The ledgers have trial ids as keys; a cohort that trials can still join keeps
+    its first-rung scores in ``"early"``. ``"segments"`` is the scheduling state itself: the
+    :class:`~eve_search.engine.stream.CohortStream` of each run of cohorts, by configuration index.
 
     Args:
         experiment_path: the experiment's folder (``tuner.get_results().experiment_path``).
@@ -174,6 +184,169 @@ class _Slots:
         return int(getattr(self.owner, self._limit))
 
 
+class _Segment:
+    """Trials in arrival order whose cohorts one :class:`~eve_search.engine.stream.CohortStream` runs
+    (the segment's i-th trial is the stream's configuration i).
+
+    With ``cohort_size=n`` the stream exists from the segment's first trial: cohort k holds its
+    trials ``k*n .. k*n + n - 1``, the ones that have not arrived yet included, so a first rung
+    waits for them. With ``cohort_size=None`` the segment is one cohort of every trial, whose size
+    is known only when the segment ends: its first-rung scores wait in ``held`` and its stream is
+    made then. A segment ends when the search algorithm is finished, or when its open cohort is cut
+    (every trial waits and the search algorithm proposes none); the next trial starts a new segment.
+    """
+
+    def __init__(self, cohort: int, size: int | None, rungs: tuple[int, ...], fraction: float, mode: str) -> None:
+        self.cohort = cohort  # the run's number of its first cohort
+        self.size = size
+        self._settings = (rungs, fraction, mode)
+        self.trials: list[str] = []  # trial ids by configuration index
+        self.held: dict[int, float] = {}  # first-rung scores, while the size of its one cohort is unknown
+        self.failed: set[int] = set()  # trials that left before that
+        self.stream: CohortStream | None = None if size is None else self._stream(None, size)
+        self.done = 0  # its cohorts before this one are finished and their trials ended
+
+    def _stream(self, configs: int | None, size: int | None) -> CohortStream:
+        rungs, fraction, mode = self._settings
+        return CohortStream(configs, size, rungs=rungs, fraction=fraction, mode=mode)
+
+    @property
+    def ended(self) -> bool:
+        """No trial joins it any more."""
+        return self.stream is not None and self.stream.configs is not None
+
+    @property
+    def cohorts(self) -> int:
+        """How many of its cohorts have trials."""
+        return 1 if self.stream is None else self.stream.opened
+
+    def add(self, trial_id: str) -> int:
+        """``trial_id`` arrives; returns its configuration index."""
+        index = len(self.trials)
+        self.trials.append(trial_id)
+        if self.stream is not None:
+            self.stream.ledger(self.stream.cohort_of(index))  # a cohort opens with its first trial
+        return index
+
+    def end(self) -> None:
+        """No trial joins any more: the last cohort is decided with the trials it has."""
+        if self.stream is not None:
+            self.stream.end(len(self.trials))
+            return
+        self.stream = self._stream(len(self.trials), None)
+        self.stream.ledger(0)
+        for index in sorted(self.failed):
+            self.stream.fail(index)
+        for index, score in sorted(self.held.items()):
+            self.stream.report(index, 0, score)
+        self.held, self.failed = {}, set()
+
+    # One trial ------------------------------------------------------------------------------------
+
+    def _ledger(self, index: int) -> RungLedger | None:
+        return None if self.stream is None else self.stream.ledger(self.stream.cohort_of(index))
+
+    def status(self, index: int) -> str:
+        """The ledger's status of configuration ``index`` ("wait" while its first-rung score is held)."""
+        ledger = self._ledger(index)
+        if ledger is None:
+            return "failed" if index in self.failed else "wait" if index in self.held else "train"
+        return ledger.status(index)
+
+    def next_rung(self, index: int) -> int | None:
+        ledger = self._ledger(index)
+        if ledger is None:
+            return None if index in self.failed or index in self.held else 0
+        return ledger.next_rung(index)
+
+    def score(self, index: int, rung: int) -> float | None:
+        ledger = self._ledger(index)
+        if ledger is None:
+            return self.held.get(index) if rung == 0 else None
+        return ledger.score(index, rung)
+
+    def start(self, index: int, rung: int) -> None:
+        """Tune runs configuration ``index`` to ``rung`` (the stream counts that work as running)."""
+        if self.stream is not None and Work(index, rung) not in self.stream.running:
+            self.stream.start(Work(index, rung))
+
+    def report(self, index: int, rung: int, score: float) -> None:
+        if self.stream is None:
+            self.held[index] = score
+        else:
+            self.stream.report(index, rung, score)
+
+    def fail(self, index: int) -> None:
+        if self.stream is None:
+            self.failed.add(index)
+            self.held.pop(index, None)
+        else:
+            self.stream.fail(index)
+
+    # Its cohorts -----------------------------------------------------------------------------------
+
+    def final(self, cohort: int) -> bool:
+        """Whether every trial of its ``cohort`` has arrived (none can join it any more)."""
+        if self.ended:
+            return True
+        return self.stream is not None and (cohort + 1) * int(self.size or 0) <= len(self.trials)
+
+    def members(self, cohort: int) -> list[str]:
+        """The trials of its ``cohort`` that have arrived."""
+        if self.stream is None:
+            return list(self.trials)
+        return [self.trials[i] for i in self.stream.members(cohort) if i < len(self.trials)]
+
+    def finished(self, cohort: int) -> bool:
+        return self.final(cohort) and self.stream is not None and self.stream.ledger(cohort).finished
+
+    def view(self, cohort: int) -> tuple[RungLedger, dict[str, float]]:
+        """Its ``cohort`` as a rung ledger of trial ids (the arrived trials), and the first-rung scores
+        held apart while trials can still join it (as the saved state has always shown them)."""
+        rungs, fraction, mode = self._settings
+        ledger = RungLedger(rungs, fraction, mode)
+        ids = self.trials
+        if self.stream is None:
+            for trial_id in ids:
+                ledger.add(trial_id)
+            for index in sorted(self.failed):
+                ledger.fail(ids[index])
+            return ledger, {ids[i]: s for i, s in sorted(self.held.items())}
+
+        def named(indices: list[int]) -> list[str]:
+            return [ids[i] for i in indices if i < len(ids)]
+
+        state = self.stream.ledger(cohort).state_dict()
+        scores = [[[ids[i], s] for i, s in rung if i < len(ids)] for rung in state["scores"]]
+        early: dict[str, float] = {}
+        if not self.final(cohort):
+            early, scores[0] = {t: s for t, s in scores[0]}, []
+        decisions = [None if d is None else {"promoted": named(d["promoted"]), "stopped": named(d["stopped"])}
+                     for d in state["decisions"]]
+        ledger.load_state_dict({**state, "members": named(state["members"]), "scores": scores,
+                                "failed": named(state["failed"]), "decisions": decisions})
+        return ledger, early
+
+    # Persistence ----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cohort": self.cohort, "size": self.size, "trials": list(self.trials),
+                "held": [[i, s] for i, s in sorted(self.held.items())], "failed": sorted(self.failed),
+                "stream": None if self.stream is None else self.stream.state_dict()}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], rungs: tuple[int, ...], fraction: float, mode: str) -> _Segment:
+        segment = cls(int(state["cohort"]), state["size"], rungs, fraction, mode)
+        segment.trials = [str(t) for t in state["trials"]]
+        segment.held = {int(i): float(s) for i, s in state["held"]}
+        segment.failed = {int(i) for i in state["failed"]}
+        saved = state["stream"]
+        if saved is not None:
+            segment.stream = segment._stream(saved["configs"], saved["cohort_size"])
+            segment.stream.load_state_dict(saved)
+        return segment
+
+
 class SynchronousSHAScheduler(FIFOScheduler):
     """Synchronous successive halving for Ray Tune: pause at each rung, decide when the cohort is in,
     stop the losers, resume the winners from their checkpoints.
@@ -198,24 +371,34 @@ class SynchronousSHAScheduler(FIFOScheduler):
     paper's promoted third; a trial that ends before a rung is warned about. At each rung the best
     ``1 / reduction_factor`` of the cohort (``fraction``; ceil, at least one) go on.
 
-    Cohorts: a rung is decided when every live trial of its cohort has reached it or ended.
+    Cohorts: a rung is decided when every live trial of its cohort has reached it or ended. The
+    cohorts run as a :class:`~eve_search.engine.stream.CohortStream` over the trials in the order
+    Tune creates them, and the stream chooses what a free actor runs next: a promoted trial of the
+    oldest cohort first (it takes a concurrency slot and a free actor ahead of new trials), then
+    first-rung trials, then the search algorithm's next trial, which opens the next cohort. A trial
+    that waits at a rung gives its actor to such work, so trials of several cohorts train at once;
+    which and how many never changes a decision.
 
     - By default the cohort is every trial of the run (the paper's search). A paused trial gives up
       its concurrency slot (``ConcurrencyLimiter``, ``TuneConfig(max_concurrent_trials=...)``), so a
-      limit caps how many trials train at once, never the cohort; a promoted trial takes a slot back
-      before it resumes, ahead of new trials.
+      limit caps how many trials train at once, never the cohort.
     - ``cohort_size=n``: trials form cohorts of n in the order Tune creates them, each its own
-      successive halving; the last one is decided with the trials it has when the search ends. It
-      is required for an endless search (``num_samples=-1``, usually with ``time_budget_s``); there,
-      and whenever the search algorithm has no concurrency limit of its own, at most n trials train
-      at once, so that the promoted trials of a cohort resume before the next cohort's trials start.
-    - When no new trial can start (the search algorithm suggests nothing while every trial of the
-      cohort waits at the first rung, as a searcher with its own concurrency limit does), the
-      cohort is closed after 2 seconds with the trials present, and decided.
+      successive halving. It is required for an endless search (``num_samples=-1``, usually with
+      ``time_budget_s``). A search algorithm without a concurrency limit of its own gets one, as
+      many trials as the cluster can train at once and at least n, so that it proposes a trial only
+      for a free worker and the cohorts are decided in order.
+    - Cohorts close on events, never on a timer: when the search algorithm is finished, the last
+      cohort is decided with the trials it has; when every live trial waits at a rung, none is
+      pending and the search algorithm proposes none (a searcher with its own concurrency limit,
+      or one that waits for results), the open cohort is decided with the trials it has and the
+      next trial starts a new one. A slow searcher or a slow trial never closes a cohort. (A
+      searcher that answers "none" while it computes in the background does close one: the
+      decision then follows its timing.)
 
     A cohort decided with fewer trials than it was meant to have is listed by
     :meth:`partial_cohorts` and in the saved state, with a warning (:class:`SynchronousSHAWarning`).
-    Where no cohort can be defined the run stops at setup with one error, never a silent stall.
+    Where no cohort can be defined the run stops at setup with one error, never a silent stall; a
+    run that stalls all the same (no trial trains or starts for ``GUARD_SECONDS``) raises an error.
 
     Args:
         time_attr: the cumulative result key that counts steps; a trial reaches a rung when
@@ -296,30 +479,31 @@ class SynchronousSHAScheduler(FIFOScheduler):
         self._reset()
 
     def _reset(self) -> None:
-        self._cohorts: list[RungLedger] = []
-        self._closed: list[bool] = []  # per cohort: no trial joins it any more (its first rung can be decided)
-        self._cohort_of: dict[str, int] = {}
+        self._segments: list[_Segment] = []
+        self._where: dict[str, tuple[int, int]] = {}  # trial id -> (segment, configuration index in it)
+        self._first_live = 0  # segments before it are finished and their trials ended
         self._partial: list[dict[str, Any]] = []  # cohorts decided with fewer trials than meant
-        self._early: dict[str, float] = {}  # first-rung scores held until the trial's cohort is closed
         self._tags: dict[str, str] = {}  # trial id -> Tune's experiment tag (for people reading the state)
         self._trials: dict[str, TuneTrial] = {}
-        self._hold: set[str] = set()  # restored trials to park as PAUSED before they start
+        self._queue: list[str] = []  # trials handed their next work while waiting, in the stream's order
         self._recovering: set[str] = set()
         self._idle: set[str] = set()  # trials left RUNNING without work on their actor (NOOP)
         self._served: set[str] = set()  # pending trials an idle actor was freed for
+        self._pausing: set[str] = set()  # trials told to pause, until they report or end
+        self._handing: set[str] = set()  # trials that end, paused only so that their actor goes to another
         self._stopping: set[str] = set()  # trials given a slot back only so that the searcher hears they end
         self._in_stop: set[str] = set()  # trials whose stop_trial call is under way
         self._paused: set[str] = set()  # trials paused at a rung that have not reported since
         self._warned: set[str] = set()
-        self._done: set[int] = set()  # cohorts decided to the end whose trials have all ended
         self._results_seen = False
-        self._capped = False
-        self._stall_since: float | None = None
-        self._stuck_since: float | None = None
+        self._admission_set = False
+        self._acting = False
+        self._stalled_since: float | None = None
         self._state_path: Path | None = None
         self._version = 0  # bumped whenever a ledger, a cohort or the held scores change
         self._saved: tuple[Path | None, int] = (None, -1)  # the state last written
         self._cached: tuple[int, dict[str, str]] = (-1, {})
+        self._shown: tuple[int, list[tuple[RungLedger, dict[str, float], bool]]] = (-1, [])
 
     # Properties -----------------------------------------------------------------------------------
 
@@ -354,16 +538,18 @@ class SynchronousSHAScheduler(FIFOScheduler):
     @property
     def ledger(self) -> RungLedger | None:
         """The rung ledger of the first cohort (trial ids as keys); None before the first trial."""
-        return self._cohorts[0] if self._cohorts else None
+        views = self._views()
+        return views[0][0] if views else None
 
     @property
     def ledgers(self) -> list[RungLedger]:
-        """One rung ledger per cohort, in the order the cohorts formed."""
-        return list(self._cohorts)
+        """One rung ledger per cohort (trial ids as keys), in the order the cohorts formed. The
+        first-rung scores of a cohort that trials can still join are not in it (they are held)."""
+        return [ledger for ledger, _, _ in self._views()]
 
     def decisions(self) -> list[RungDecision]:
         """Every rung decided so far (trial ids), cohort after cohort."""
-        return [d for ledger in self._cohorts for d in ledger.decisions()]
+        return [d for ledger, _, _ in self._views() for d in ledger.decisions()]
 
     def partial_cohorts(self) -> list[dict[str, Any]]:
         """The cohorts decided with fewer trials than they were meant to have: ``{"cohort": index,
@@ -420,33 +606,80 @@ class SynchronousSHAScheduler(FIFOScheduler):
                              f"differ from the restored run's ({state.get('time_attr')!r}, {state.get('metric')!r})")
         self._load(state)
         logger.info("SynchronousSHAScheduler: restored %d cohorts, %d trials, %d rungs decided, from %s",
-                    len(self._cohorts), len(self._cohort_of), len(self.decisions()), path)
+                    len(self._views()), len(self._where), len(self.decisions()), path)
+
+    def _views(self) -> list[tuple[RungLedger, dict[str, float], bool]]:
+        """Every cohort as (rung ledger of trial ids, first-rung scores held apart, closed), computed once
+        per change: what the saved state, :attr:`ledgers` and :meth:`debug_string` show."""
+        if self._shown[0] != self._version:
+            views = []
+            for segment in self._segments:
+                for cohort in range(segment.cohorts):
+                    ledger, early = segment.view(cohort)
+                    views.append((ledger, early, segment.final(cohort)))
+            self._shown = (self._version, views)
+        return self._shown[1]
 
     def _state(self) -> dict[str, Any]:
-        cohorts = [ledger.state_dict() for ledger in self._cohorts]
+        views = self._views()
+        cohorts = [ledger.state_dict() for ledger, _, _ in views]
         return {"time_attr": self._time_attr, "metric": self._metric, "rungs": list(self._rungs),
                 "cohort_size": self._cohort_size, "ledger": cohorts[0] if cohorts else None, "cohorts": cohorts,
-                "closed": list(self._closed), "partial": self._partial, "early": self._early,
-                "trials": self._tags}
+                "closed": [closed for _, _, closed in views], "partial": self._partial,
+                "early": {t: s for _, early, _ in views for t, s in early.items()}, "trials": self._tags,
+                "segments": [segment.state_dict() for segment in self._segments]}
 
     def _load(self, state: dict[str, Any]) -> None:
-        cohorts = state.get("cohorts")
-        if cohorts is None:  # a single-cohort state (written before cohorts existed)
-            cohorts = [] if state.get("ledger") is None else [state["ledger"]]
-        self._cohorts, self._cohort_of, self._done = [], {}, set()
-        for index, saved in enumerate(cohorts):
-            ledger = RungLedger(self._rungs, self._fraction, self._mode or "max")
-            ledger.load_state_dict(saved)
-            self._cohorts.append(ledger)
-            self._cohort_of.update({str(t): index for t in ledger.members})
-        self._early = {str(k): float(v) for k, v in state.get("early", {}).items()}
-        closed = state.get("closed")
-        if closed is None:  # a single cohort: closed once its first rung has every score
-            closed = [not any(t in self._early for t in ledger.members) for ledger in self._cohorts]
-        self._closed = [bool(c) for c in closed]
+        settings = (self._rungs, self._fraction, self._mode or "max")
+        if "segments" in state:
+            self._segments = [_Segment.from_state(saved, *settings) for saved in state["segments"]]
+        else:  # written before the cohorts ran as a stream
+            self._segments = self._segments_of_ledgers(state)
+        self._where = {t: (s, i) for s, segment in enumerate(self._segments) for i, t in enumerate(segment.trials)}
+        self._first_live = 0
         self._partial = [dict(p) for p in state.get("partial", [])]
         self._tags = dict(state.get("trials", {}))
         self._version += 1
+
+    def _segments_of_ledgers(self, state: dict[str, Any]) -> list[_Segment]:
+        """The segments of a state saved before the cohorts ran as a stream (ledgers of trial ids, the
+        first-rung scores of the open cohort held in ``"early"``): a closed cohort becomes a segment of
+        one cohort, the open one (the last) a segment that trials go on joining."""
+        settings = (self._rungs, self._fraction, self._mode or "max")
+        cohorts = state.get("cohorts")
+        if cohorts is None:
+            cohorts = [] if state.get("ledger") is None else [state["ledger"]]
+        early = {str(k): float(v) for k, v in state.get("early", {}).items()}
+        closed = state.get("closed") or [not any(t in early for t in saved["members"]) for saved in cohorts]
+        segments = []
+        for number, saved in enumerate(cohorts):
+            ledger = RungLedger(*settings)
+            ledger.load_state_dict(saved)
+            members = [str(t) for t in ledger.members]
+            index = {t: i for i, t in enumerate(members)}
+            if closed[number] and members:
+                segment = _Segment(number, None, *settings)
+                segment.trials = members
+                segment.stream = segment._stream(len(members), None)
+                stream = segment.stream.state_dict()
+                stream["ledgers"] = [{**saved, "members": list(range(len(members))),
+                                      "scores": [[[index[t], s] for t, s in rung] for rung in saved["scores"]],
+                                      "failed": [index[t] for t in saved["failed"]],
+                                      "decisions": [None if d is None else
+                                                    {key: [index[t] for t in d[key]] for key in ("promoted", "stopped")}
+                                                    for d in saved["decisions"]]}]
+                segment.stream.load_state_dict(stream)
+            else:
+                segment = _Segment(number, self._cohort_size, *settings)
+                for trial_id in members:
+                    segment.add(trial_id)
+                for trial_id in members:
+                    if ledger.status(trial_id) == "failed":
+                        segment.fail(index[trial_id])
+                    elif trial_id in early:
+                        segment.report(index[trial_id], 0, early[trial_id])
+            segments.append(segment)
+        return segments
 
     def _save(self) -> None:
         if self._state_path is None or self._saved == (self._state_path, self._version):
@@ -457,59 +690,46 @@ class SynchronousSHAScheduler(FIFOScheduler):
         _write_json_atomically(self._state(), self._state_path, scratch=self._state_path.parent.parent)
         self._saved = (self._state_path, self._version)
 
-    # Cohorts ----------------------------------------------------------------------------------------
+    # The stream of cohorts ----------------------------------------------------------------------------
 
-    def _open_cohort(self) -> int | None:
-        """The cohort new trials join (None: the next trial starts a new one)."""
-        return len(self._cohorts) - 1 if self._cohorts and not self._closed[-1] else None
+    def _locate(self, trial_id: str) -> tuple[_Segment, int]:
+        segment, index = self._where[trial_id]
+        return self._segments[segment], index
 
-    def _ledger_of(self, trial_id: str) -> RungLedger:
-        return self._cohorts[self._cohort_of[trial_id]]
-
-    def _members(self) -> list[str]:
-        """The trials of every cohort still under way (a finished cohort whose trials all ended is
-        skipped: an endless search piles them up)."""
-        out: list[str] = []
-        for index, ledger in enumerate(self._cohorts):
-            if index in self._done:
-                continue
-            members = ledger.members
-            if self._closed[index] and ledger.finished and all(
-                    t in self._trials and self._trials[t].status in (TuneTrial.TERMINATED, TuneTrial.ERROR)
-                    for t in members):
-                self._done.add(index)
-                continue
-            out.extend(members)
-        return out
-
-    def _join(self, trial_id: str) -> None:
-        index = self._open_cohort()
-        if index is None:
-            self._cohorts.append(RungLedger(self._rungs, self._fraction, self._mode or "max"))
-            self._closed.append(False)
-            index = len(self._cohorts) - 1
-        self._cohorts[index].add(trial_id)
-        self._cohort_of[trial_id] = index
+    def _arrive(self, trial_id: str) -> None:
+        """A new trial: the next configuration of the open segment (a new one after an end)."""
+        if not self._segments or self._segments[-1].ended:
+            last = self._segments[-1] if self._segments else None
+            first = 0 if last is None else last.cohort + last.cohorts
+            self._segments.append(_Segment(first, self._cohort_size, self._rungs, self._fraction,
+                                           self._mode or "max"))
+        index = self._segments[-1].add(trial_id)
+        self._where[trial_id] = (len(self._segments) - 1, index)
         self._version += 1
-        if self._cohort_size is not None and len(self._cohorts[index].members) >= self._cohort_size:
-            self._close(index)
 
-    def _close(self, index: int, reason: str | None = None) -> None:
-        """No trial joins cohort ``index`` any more: its held first-rung scores go to its ledger."""
-        self._closed[index] = True
-        ledger = self._cohorts[index]
-        first = set(ledger.cohort(0))
-        for trial_id in ledger.members:  # joining order
-            if trial_id in self._early:
-                score = self._early.pop(trial_id)
-                if trial_id in first:
-                    ledger.report(trial_id, 0, score)
+    def _end(self, reason: str) -> bool:
+        """The open segment takes no more trials (``reason``: "finished", the search algorithm is, or
+        "cut", it proposes none while every trial waits); True when one was open."""
+        if not self._segments or self._segments[-1].ended:
+            return False
+        segment = self._segments[-1]
+        size = len(segment.trials) - (0 if segment.size is None else (segment.cohorts - 1) * segment.size)
+        segment.end()
         self._version += 1
-        if reason is not None:
-            size = len(ledger.members)
-            self._partial.append({"cohort": index, "trials": size, "reason": reason})
-            self._warn(f"partial:{reason.split(' ')[0]}",
-                       f"cohort {index} is decided with {size} trial{'s' if size != 1 else ''}: {reason}")
+        if reason == "cut":
+            why = ("no new trial could start (the search algorithm suggested none while every trial of the "
+                   "cohort waited at the first rung)")
+        elif segment.size is not None and size < segment.size:
+            why = f"the search ended with {size} of its {segment.size} trials (the last cohort)"
+        elif segment.size is None and len(self._segments) > 1:
+            why = "the search ended (the trials that came after the previous cohort closed)"
+        else:
+            return True
+        number = segment.cohort + segment.cohorts - 1
+        self._partial.append({"cohort": number, "trials": size, "reason": why})
+        self._warn(f"partial:{why.split(' ')[0]}",
+                   f"cohort {number} is decided with {size} trial{'s' if size != 1 else ''}: {why}")
+        return True
 
     def _searcher_finished(self, tune_controller: Any) -> bool:
         try:
@@ -518,23 +738,100 @@ class SynchronousSHAScheduler(FIFOScheduler):
             return True
 
     def _close_if_search_ended(self, tune_controller: Any) -> bool:
-        index = self._open_cohort()
-        if index is None or not self._searcher_finished(tune_controller):
+        return self._searcher_finished(tune_controller) and self._end("finished")
+
+    def _cut_if_nothing_comes(self, tune_controller: Any) -> bool:
+        """Cut the open cohort when every live trial waits at a rung, none is pending or handed work,
+        and the search algorithm proposed none (see :meth:`choose_trial_to_run`: it has just been asked)."""
+        if not self._segments or self._segments[-1].ended or self._queue:
             return False
-        size = len(self._cohorts[index].members)
-        reason = None
-        if self._cohort_size is not None and size < self._cohort_size:
-            reason = f"the search ended with {size} of its {self._cohort_size} trials (the last cohort)"
-        elif self._cohort_size is None and index > 0:
-            reason = "the search ended (the trials that came after the previous cohort closed)"
-        self._close(index, reason)
-        return True
+        segment = self._segments[-1]
+        open_cohort = segment.cohorts - 1
+        if segment.final(open_cohort) or not any(
+                self._status(t) == "wait" for t in segment.members(open_cohort) if t in self._trials):
+            return False
+        for trial in tune_controller.get_trials():
+            if trial.status == TuneTrial.PENDING or self._executing(trial):
+                return False
+            if trial.status in (TuneTrial.PAUSED, TuneTrial.RUNNING) and trial.trial_id in self._where \
+                    and self._status(trial.trial_id) == "train":
+                return False  # promoted, waiting for a slot
+        if self._searcher_finished(tune_controller):
+            return False
+        return self._end("cut")
+
+    def _next_work(self) -> tuple[_Segment, Work] | None:
+        """The work a free actor should take now, as :meth:`CohortStream.next_work` orders it, over the
+        segments that cuts and ends begin: promoted work of the oldest cohort first, then first-rung work
+        (a configuration that has not arrived is the search algorithm's next trial)."""
+        first = None
+        for segment in self._segments[self._first_live:]:
+            work = segment.stream.next_work() if segment.stream is not None else None
+            if work is not None and work.rung > 0:
+                return segment, work
+            if work is not None and first is None:
+                first = (segment, work)
+        return first
+
+    def _executing(self, trial: TuneTrial) -> bool:
+        """Whether Tune runs ``trial`` to its next rung: pending, or training on its actor."""
+        if trial.status == TuneTrial.PENDING:
+            return True
+        return trial.status == TuneTrial.RUNNING and trial.trial_id not in self._idle \
+            and not (trial.trial_id in self._pausing and trial.is_saving)
+
+    def _waiting(self, trial: TuneTrial) -> bool:
+        """Whether ``trial`` waits for work: paused, being paused, or idle on its actor."""
+        return trial.status == TuneTrial.PAUSED or (trial.status == TuneTrial.RUNNING and not self._executing(trial))
+
+    def _grant(self, tune_controller: Any, freeing: str | None = None, resume: bool = True) -> None:
+        """Hand the stream's ready work out, in its order, while concurrency slots allow: each piece
+        goes to its waiting trial with a slot (a trial idle on its actor trains on at once when
+        ``resume``; a paused one is queued for :meth:`choose_trial_to_run`). Work that Tune runs already
+        is counted as running. ``freeing``: a trial that ends holding a slot that Tune frees after this
+        callback; the first piece with no free slot takes it, ahead of the search algorithm's next trial.
+        Stops at the search algorithm's next trial (it opens the next cohort when a slot is free)."""
+        while (found := self._next_work()) is not None:
+            segment, work = found
+            if work.index >= len(segment.trials):
+                return
+            trial_id = segment.trials[work.index]
+            trial = self._trials.get(trial_id)
+            if trial is None:
+                return  # a restored run: Tune has not added it back yet
+            if trial_id in self._recovering:
+                return  # Tune adds it again
+            if trial.status in (TuneTrial.TERMINATED, TuneTrial.ERROR):
+                self._leave(trial_id)  # it ended without the scheduler hearing of it
+                continue
+            if self._executing(trial):
+                segment.start(work.index, work.rung)
+                continue
+            if not (self._holds_slot(tune_controller, trial_id) or self._claim(tune_controller, trial_id)):
+                if freeing is None:
+                    return
+                for slots in self._slots(tune_controller):
+                    slots.live.add(trial_id)
+                freeing = None
+            segment.start(work.index, work.rung)
+            if trial_id in self._idle and trial.status == TuneTrial.RUNNING and resume:
+                self._idle.discard(trial_id)
+                self._resume(tune_controller, trial)
+            elif trial_id not in self._queue:
+                self._queue.append(trial_id)
+
+    def _handed(self, trial_id: str) -> bool:
+        """Whether ``trial_id``'s next work was handed to it (the stream counts it as running)."""
+        segment, index = self._locate(trial_id)
+        rung = segment.next_rung(index)
+        return rung is not None and segment.stream is not None and Work(index, rung) in segment.stream.running
 
     # Concurrency slots ------------------------------------------------------------------------------
 
     def _slots(self, tune_controller: Any) -> list[_Slots]:
         """The search algorithm's concurrency limits that count trials by id (a paused trial's slot
-        can be given back). A limit this cannot see (a searcher's own) is handled as a stall."""
+        can be given back). A limit this cannot see (a searcher's own) makes the search algorithm
+        propose no trial while every trial waits: the open cohort is then cut."""
         found: list[_Slots] = []
         alg = getattr(tune_controller, "search_alg", None)
         if isinstance(alg, BasicVariantGenerator):
@@ -551,23 +848,43 @@ class SynchronousSHAScheduler(FIFOScheduler):
             searcher = getattr(searcher, "searcher", None)
         return found
 
-    def _cap(self, tune_controller: Any) -> None:
-        """With cohorts of ``cohort_size`` and a search without a limit, at most ``cohort_size`` trials
-        train at once: the promoted trials of a cohort then resume before the next cohort starts."""
-        if self._capped:
+    def _limit_admission(self, tune_controller: Any, trial: TuneTrial) -> None:
+        """With cohorts of ``cohort_size`` and a search algorithm without a limit, give it one: as many
+        slots as trials can train at once on the cluster (its CPUs and GPUs over a trial's), and at
+        least ``cohort_size``.
+
+        The stream opens the next cohort only when a worker is free and no promoted trial takes it.
+        The slots do that here: a trial that waits at a rung gives its slot back, a promoted trial
+        takes one first, and the search algorithm proposes a trial only for a free slot. Without a
+        limit Tune keeps up to 200 new trials pending and gives free actors to them in an order of its
+        own: an endless search with cohorts of 4 on 2 CPUs opened 88 cohorts in 20 s and decided none.
+        The limit used to be ``cohort_size`` itself, which left workers idle whenever a cohort was
+        smaller than the cluster.
+        """
+        if self._admission_set:
             return
-        self._capped = True
+        self._admission_set = True
         alg = getattr(tune_controller, "search_alg", None)
-        if self._cohort_size is not None and isinstance(alg, BasicVariantGenerator) and alg.max_concurrent == 0:
-            alg.max_concurrent = self._cohort_size
-            logger.info("SynchronousSHAScheduler: at most %d trials (cohort_size) train at once", self._cohort_size)
+        if self._cohort_size is None or not isinstance(alg, BasicVariantGenerator) or alg.max_concurrent != 0:
+            return
+        try:
+            import ray
+
+            cluster = ray.cluster_resources()
+            needs = trial.placement_group_factory.required_resources
+            fits = min(int(cluster.get(name, 0) // amount) for name, amount in needs.items() if amount > 0)
+        except Exception:  # noqa: BLE001 no view of the cluster: cohort_size alone, as before
+            fits = 0
+        alg.max_concurrent = max(self._cohort_size, fits)
+        logger.info("SynchronousSHAScheduler: the search algorithm proposes a trial when one of %d slots is free",
+                    alg.max_concurrent)
 
     def _holds_slot(self, tune_controller: Any, trial_id: str) -> bool:
         return all(trial_id in slots.live for slots in self._slots(tune_controller))
 
     def _release(self, tune_controller: Any, trial_id: str) -> None:
-        """A trial that waits (paused, or idle on its actor) gives its slot back, first to a promoted
-        trial waiting for one, else to the search algorithm's next trial."""
+        """A trial that waits (paused, or idle on its actor) gives its slot back, first to the stream's
+        next ready work, else to the search algorithm's next trial."""
         for slots in self._slots(tune_controller):
             slots.live.discard(trial_id)
         self._grant(tune_controller)
@@ -602,30 +919,19 @@ class SynchronousSHAScheduler(FIFOScheduler):
             self._in_stop.discard(trial.trial_id)
 
     def _hand_over(self, tune_controller: Any, trial_id: str) -> None:
-        """``trial_id`` ends holding a slot (Tune frees it after this callback): a promoted trial
-        waiting for a slot takes it now, ahead of the search algorithm's next trial."""
+        """``trial_id`` ends holding a slot (Tune frees it after this callback): the stream's next ready
+        work takes it now, ahead of the search algorithm's next trial."""
         if trial_id in self._stopping:
             self._stopping.discard(trial_id)
             return
         limits = self._slots(tune_controller)
-        if not limits or not all(trial_id in s.live for s in limits):
-            return
-        for winner in self._waiting_winners():
-            if not self._holds_slot(tune_controller, winner.trial_id):
-                for slots in limits:
-                    slots.live.add(winner.trial_id)
-                return
+        if limits and all(trial_id in s.live for s in limits):
+            self._grant(tune_controller, freeing=trial_id)
 
-    def _grant(self, tune_controller: Any) -> None:
-        for winner in self._waiting_winners():
-            if not self._holds_slot(tune_controller, winner.trial_id) and not self._claim(tune_controller,
-                                                                                        winner.trial_id):
-                return
-
-    # Feeding the ledgers ----------------------------------------------------------------------------
+    # Feeding the stream -----------------------------------------------------------------------------
 
     def _record(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any], fresh: bool = True) -> None:
-        """Report every rung that ``result`` reaches and the ledger expects from this trial (``fresh``:
+        """Report every rung that ``result`` reaches and the stream expects from this trial (``fresh``:
         a new result, not the last one repeated when the trial ends)."""
         trial_id = trial.trial_id
         shown = _shown_keys(result)
@@ -637,7 +943,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
                              f"reported: {shown}")
         self._results_seen = True
         elapsed = float(result[self._time_attr])
-        ledger = self._ledger_of(trial_id)
+        segment, index = self._locate(trial_id)
         reached = self._reached(trial_id)
         # The first result after a pause must lie past the rung the trial had reached; at or below
         # it, the trainable began from scratch.
@@ -652,128 +958,197 @@ class SynchronousSHAScheduler(FIFOScheduler):
                                   "trainable, resume from tune.get_checkpoint() and report checkpoints with "
                                   "tune.report(metrics, checkpoint=...); a class Trainable needs save_checkpoint "
                                   "and load_checkpoint")
-        closed = self._closed[self._cohort_of[trial_id]]
         while True:
-            if trial_id in self._early:
-                return
-            rung = ledger.next_rung(trial_id)
+            rung = segment.next_rung(index)
             if rung is None or elapsed < self._rungs[rung]:
                 return
             if self._metric not in result:
                 raise ValueError(f"Invalid result: trial {trial_id} reached rung {self._rungs[rung]} "
                                  f"({self._time_attr}={elapsed:g}) without the metric {self._metric!r}; it "
                                  f"reported: {shown}")
-            score = float(result[self._metric])
-            if rung == 0 and not closed:
-                self._early[trial_id] = score
-                self._version += 1
-                return
-            ledger.report(trial_id, rung, score)
+            segment.report(index, rung, float(result[self._metric]))
             self._version += 1
 
     def _leave(self, trial_id: str) -> None:
         """``trial_id`` ended or failed for good: it leaves every rung not yet decided."""
-        self._early.pop(trial_id, None)
-        self._ledger_of(trial_id).fail(trial_id)
+        segment, index = self._locate(trial_id)
+        segment.fail(index)
         self._version += 1
 
     def _status(self, trial_id: str) -> str:
         """The ledger's status of a trial ("wait" while its first-rung score is held), computed once
-        per change of the ledgers: Tune asks for it on every step."""
+        per change of the stream: Tune asks for it on every step."""
         if self._cached[0] != self._version:
             self._cached = (self._version, {})
         statuses = self._cached[1]
         if trial_id not in statuses:
-            statuses[trial_id] = "wait" if trial_id in self._early else self._ledger_of(trial_id).status(trial_id)
+            segment, index = self._locate(trial_id)
+            statuses[trial_id] = segment.status(index)
         return statuses[trial_id]
 
     def _reached(self, trial_id: str) -> int:
         """The budget of the highest rung this trial has reported (0: none)."""
-        if trial_id in self._early:
-            return self._rungs[0]
-        ledger = self._ledger_of(trial_id)
-        reported = [self._rungs[k] for k in range(len(self._rungs)) if ledger.score(trial_id, k) is not None]
+        segment, index = self._locate(trial_id)
+        reported = [self._rungs[k] for k in range(len(self._rungs)) if segment.score(index, k) is not None]
         return max(reported, default=0)
 
-    def _waiting_winners(self) -> list[TuneTrial]:
-        """Promoted trials without work: paused, or idle on their actor; the oldest cohort first."""
-        return [self._trials[tid] for tid in self._members()
-                if tid in self._trials and self._status(tid) == "train" and tid not in self._hold
-                and (self._trials[tid].status == TuneTrial.PAUSED
-                     or (tid in self._idle and self._trials[tid].status == TuneTrial.RUNNING))]
+    def _start_next(self, trial_id: str) -> None:
+        """Tune runs ``trial_id`` on: its next rung's work is running."""
+        segment, index = self._locate(trial_id)
+        rung = segment.next_rung(index)
+        if rung is not None:
+            segment.start(index, rung)
 
-    def _paused_winners(self, tune_controller: Any) -> list[TuneTrial]:
-        """Paused promoted trials that may resume now (they hold a concurrency slot, or there is none)."""
-        self._grant(tune_controller)
-        return [t for t in self._waiting_winners()
-                if t.status == TuneTrial.PAUSED and self._holds_slot(tune_controller, t.trial_id)]
+    def _members(self) -> list[str]:
+        """The trials of every cohort still under way (a finished cohort whose trials all ended is
+        skipped: an endless search piles them up)."""
+        out: list[str] = []
+        for number in range(self._first_live, len(self._segments)):
+            segment = self._segments[number]
+            for cohort in range(segment.done, segment.cohorts):
+                members = segment.members(cohort)
+                if cohort == segment.done and segment.finished(cohort) and all(
+                        t in self._trials and self._trials[t].status in (TuneTrial.TERMINATED, TuneTrial.ERROR)
+                        for t in members):
+                    segment.done += 1
+                    continue
+                out.extend(members)
+            if number == self._first_live and segment.ended and segment.done == segment.cohorts:
+                self._first_live += 1
+        return out
+
+    # Actors -----------------------------------------------------------------------------------------
 
     def _runnable(self, tune_controller: Any, exclude: TuneTrial) -> bool:
-        """Whether another trial could use ``exclude``'s actor now: a paused winner, or a pending trial
-        that the actors Tune already holds free for reuse will not serve.
+        """Whether another trial could use ``exclude``'s actor now: a trial handed its next work while
+        paused, or a pending trial, that the actors Tune already holds free will not serve.
 
-        Pausing a trial when every pending trial has a free actor waiting leaves one actor too many in
+        Pausing a trial when every such trial has a free actor waiting leaves one actor too many in
         Tune's cache, and Tune ends it at its next step. At the end of the first rung that took one of
         the demo sweep's two actors; Tune then started replacement actors (2 s each to import PyTorch)
         that never trained, and the other rungs ran on one actor (14-21 s instead of 10-12 s).
         """
-        return bool(self._paused_winners(tune_controller) or self._needing_actors(tune_controller, exclude))
+        return bool(self._needing_actors(tune_controller, exclude))
 
     def _needing_actors(self, tune_controller: Any, exclude: TuneTrial | None = None) -> list[TuneTrial]:
-        """Pending trials (but ``exclude``) that no actor Tune already holds free will serve: not parked,
-        not being handed a cached actor already (Tune's ``_resetting_trials``), and beyond as many as
-        there are free actors: those in Tune's cache, and those of trials told to pause whose checkpoint
-        is still being saved (a pause frees the actor only then). Trials already promised an idle
-        trial's actor (``_served``) are the first ones those actors serve."""
+        """Trials (but ``exclude``) that need an actor no actor Tune already holds free will serve: the
+        paused trials handed their next work (the stream's order), then the pending trials that are not
+        being handed a cached actor already (Tune's ``_resetting_trials``), beyond as many as there are
+        free actors: those in Tune's cache, and those of trials told to pause whose checkpoint is still
+        being saved (a pause frees the actor only then). Trials already promised an idle trial's actor
+        (``_served``) are the first ones those actors serve. A pending trial whose own actor is still
+        starting counts: a free actor serves it at once, where a new one takes seconds (a Python
+        process importing torch)."""
         controller = getattr(tune_controller, "_tune_controller", tune_controller)
         resetting = getattr(controller, "_resetting_trials", ())
         trials = tune_controller.get_trials()
-        pending = [t for t in trials if t is not exclude and t.status == TuneTrial.PENDING
-                   and t.trial_id not in self._hold and t not in resetting]
+        handed = [self._trials[t] for t in self._queue if t in self._trials and self._trials[t] is not exclude
+                  and self._trials[t].status == TuneTrial.PAUSED]
+        pending = [t for t in trials if t is not exclude and t.status == TuneTrial.PENDING and t not in resetting]
         pending.sort(key=lambda t: t.trial_id not in self._served)
         cached = getattr(getattr(controller, "_actor_cache", None), "num_cached_objects", 0)
-        freeing = sum(1 for t in trials if t is not exclude and t.trial_id in self._paused
+        freeing = sum(1 for t in trials if t is not exclude and (t.trial_id in self._paused or t.trial_id in
+                                                                 self._pausing)
                       and t.status == TuneTrial.RUNNING and t.is_saving)
-        return pending[(cached if isinstance(cached, int) else 0) + freeing:]
+        return (handed + pending)[(cached if isinstance(cached, int) else 0) + freeing:]
 
-    def _handovers(self, tune_controller: Any) -> list[tuple[TuneTrial, str]]:
-        """(pending trial, idle trial) pairs: each pending trial that no free actor will serve takes the
-        actor of a trial idle on one, losers first, then trials that wait for their rung or for a slot.
+    @staticmethod
+    def _has_actor(controller: Any, trial: TuneTrial) -> bool:
+        """Whether Tune has granted pending ``trial`` an actor (started, or being constructed): it does
+        not wait for the cluster's resources."""
+        actor = getattr(controller, "_trial_to_actor", {}).get(trial)
+        manager = getattr(controller, "_actor_manager", None)
+        if actor is None or manager is None:
+            return False
+        try:
+            return bool(manager.is_actor_started(actor))
+        except (AttributeError, TypeError):  # another Tune
+            return False
+
+    def _handovers(self, tune_controller: Any, exclude: TuneTrial | None = None) -> list[tuple[TuneTrial, str]]:
+        """(trial that needs an actor, idle trial) pairs: each trial that no free actor will serve takes
+        the actor of a trial idle on one, losers first, then trials that wait for their rung or for a
+        slot.
 
         A pending trial that Tune is already handing a cached actor must not count: an idle trial
         paused for it would leave its actor one too many, Tune would end it, and the next rungs would
         start replacement actors (2 s each) that never train, and run on one actor.
         """
-        needers = [t for t in self._needing_actors(tune_controller) if t.trial_id not in self._served]
+        needers = [t for t in self._needing_actors(tune_controller, exclude) if t.trial_id not in self._served]
         order = {"wait": 1, "train": 2}  # losers first, then trials that wait for their rung or for a slot
-        idle = sorted((tid for tid in self._idle
-                       if self._status(tid) != "train" or not self._holds_slot(tune_controller, tid)),
-                      key=lambda tid: order.get(self._status(tid), 0))
+        idle = sorted((tid for tid in self._idle if (exclude is None or tid != exclude.trial_id)
+                       and (self._status(tid) != "train" or not self._holds_slot(tune_controller, tid))),
+                      key=lambda tid: (order.get(self._status(tid), 0), tid))
         return list(zip(needers, idle))
 
+    def _pause(self, tune_controller: Any, trial: TuneTrial) -> None:
+        """Pause an idle trial (its actor goes back to Tune once its checkpoint is saved)."""
+        trial_id = trial.trial_id
+        self._idle.discard(trial_id)
+        self._pausing.add(trial_id)
+        if self._status(trial_id) in ("wait", "train"):
+            self._paused.add(trial_id)
+        else:
+            self._handing.add(trial_id)
+        tune_controller.pause_trial(trial)
+
+    def _quiet(self, tune_controller: Any, current: TuneTrial | None = None) -> bool:
+        """Whether nothing will run unless the search algorithm proposes a trial: no trial but
+        ``current`` trains or is pending, none was handed work it has not started, and ``current``
+        (whose result this is) does not go on."""
+        if current is not None and current.trial_id in self._where and self._status(current.trial_id) == "train":
+            return False
+        if any(t in self._trials and self._waiting(self._trials[t]) for t in self._queue):
+            return False
+        return not any(t is not current and self._executing(t) for t in tune_controller.get_trials())
+
     def _act(self, tune_controller: Any, current: TuneTrial | None = None) -> None:
-        """Carry out the ledgers' decisions on every trial but ``current`` (it gets the return value)."""
+        """Carry out the stream's decisions on every trial but ``current`` (it gets the return value of
+        :meth:`on_trial_result`): hand out ready work, stop the losers that wait, give idle actors to
+        the trials that need one. When nothing else runs and the search algorithm may still propose
+        a trial, every trial idle on its actor is paused: if it proposes none, the cut made in
+        :meth:`choose_trial_to_run` can only hand work to paused trials (it changes no trial itself)."""
+        if self._acting:  # a trial this stops calls back (on_trial_remove): the loop below goes on
+            return
+        self._acting = True
+        try:
+            self._carry_out(tune_controller, current)
+        finally:
+            self._acting = False
+
+    def _carry_out(self, tune_controller: Any, current: TuneTrial | None) -> None:
+        self._grant(tune_controller)
+        self._queue = [t for t in self._queue if t in self._trials and self._waiting(self._trials[t])]
+        self._served = {t for t in self._served if t in self._trials and self._trials[t].status == TuneTrial.PENDING}
         for trial_id in self._members():
             trial = self._trials.get(trial_id)
             if trial is None or trial is current:
                 continue
-            status = self._status(trial_id)
             if trial_id in self._idle:
                 if trial.status != TuneTrial.RUNNING:
                     self._idle.discard(trial_id)
-                elif status == "train":
-                    if self._holds_slot(tune_controller, trial_id) or self._claim(tune_controller, trial_id):
-                        self._idle.discard(trial_id)
-                        self._resume(tune_controller, trial)
-                elif status != "wait" and not self._paused_winners(tune_controller):
+                elif self._status(trial_id) == "train" and self._handed(trial_id):
                     self._idle.discard(trial_id)
-                    self._stop(tune_controller, trial)
+                    self._resume(tune_controller, trial)
                 continue
-            if status in ("stopped", "complete", "failed"):
-                parked = trial.status == TuneTrial.PAUSED or trial.is_saving
-                if parked or (trial.status == TuneTrial.PENDING and trial_id in self._hold):
-                    self._hold.discard(trial_id)
-                    self._stop(tune_controller, trial)
+            if self._status(trial_id) in ("stopped", "complete", "failed") and (
+                    trial.status == TuneTrial.PAUSED or (trial.is_saving and trial_id not in self._handing)):
+                self._stop(tune_controller, trial)
+        for needer, trial_id in self._handovers(tune_controller, current):
+            self._served.add(needer.trial_id)
+            self._pause(tune_controller, self._trials[trial_id])
+        needed = bool(self._needing_actors(tune_controller, current))
+        quiet = self._quiet(tune_controller, current) and not self._searcher_finished(tune_controller)
+        for trial_id in sorted(self._idle):
+            trial = self._trials[trial_id]
+            if trial is current or trial.status != TuneTrial.RUNNING:
+                continue
+            status = self._status(trial_id)
+            if status not in ("wait", "train") and not needed:
+                self._idle.discard(trial_id)
+                self._stop(tune_controller, trial)
+            elif quiet and status == "wait":
+                self._pause(tune_controller, trial)
 
     @staticmethod
     def _resume(tune_controller: Any, trial: TuneTrial) -> None:
@@ -790,23 +1165,30 @@ class SynchronousSHAScheduler(FIFOScheduler):
         trial could take its actor stays idle on it (NOOP) rather than pausing: Tune would otherwise
         shut the actor down, and the next trial would pay a new one's start-up (seconds: a Python
         process importing torch) for a fraction of a second of training. Either way it gives its
-        concurrency slot back."""
-        status = self._status(trial.trial_id)
+        concurrency slot back. A loser whose actor another trial needs is paused (its actor goes to
+        Tune when its checkpoint is saved, by then promised to that trial) and stopped afterwards."""
+        trial_id = trial.trial_id
+        status = self._status(trial_id)
         if status == "train":
+            self._start_next(trial_id)
             return TrialScheduler.CONTINUE
         if status == "wait":
-            if self._ledger_of(trial.trial_id).score(trial.trial_id, len(self._rungs) - 1) is not None:
+            segment, index = self._locate(trial_id)
+            if segment.score(index, len(self._rungs) - 1) is not None:
                 return TrialScheduler.STOP  # complete at the last rung: nothing to wait for
-            self._release(tune_controller, trial.trial_id)
-            if self._runnable(tune_controller, trial):
-                self._paused.add(trial.trial_id)
+            self._release(tune_controller, trial_id)
+            if self._runnable(tune_controller, trial) or (self._quiet(tune_controller, trial)
+                                                          and not self._searcher_finished(tune_controller)):
+                self._paused.add(trial_id)
+                self._pausing.add(trial_id)
                 return TrialScheduler.PAUSE
-            self._idle.add(trial.trial_id)
+            self._idle.add(trial_id)
             return TrialScheduler.NOOP
-        if self._paused_winners(tune_controller):  # hand its actor to a winner waiting for one
-            self._release(tune_controller, trial.trial_id)
-            self._idle.add(trial.trial_id)
-            return TrialScheduler.NOOP
+        if self._runnable(tune_controller, trial):  # hand its actor to a trial that needs one
+            self._release(tune_controller, trial_id)
+            self._handing.add(trial_id)
+            self._pausing.add(trial_id)
+            return TrialScheduler.PAUSE
         return TrialScheduler.STOP
 
     def _ended_early(self, trial_id: str, result: dict[str, Any] | None) -> None:
@@ -814,8 +1196,9 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if not result or self._time_attr not in result:
             return
         elapsed = float(result[self._time_attr])
-        rung = self._ledger_of(trial_id).next_rung(trial_id)
-        if trial_id in self._early or rung is None or elapsed >= self._rungs[rung]:
+        segment, index = self._locate(trial_id)
+        rung = segment.next_rung(index)
+        if rung is None or elapsed >= self._rungs[rung]:
             return
         if rung == 0:
             self._warn("first-rung", f"trial {trial_id} ended at {self._time_attr}={elapsed:g}, before the first "
@@ -829,33 +1212,64 @@ class SynchronousSHAScheduler(FIFOScheduler):
 
     # Tune's callbacks ---------------------------------------------------------------------------------
 
-    def on_trial_add(self, tune_controller: Any, trial: TuneTrial) -> None:
+    def _heard(self, trial: TuneTrial) -> None:
+        """Any callback: the state it was saved in is loaded, and the run moves (the guard rests)."""
         self._open(trial)
-        self._cap(tune_controller)
+        self._stalled_since = None
+
+    def _park(self, tune_controller: Any, trial: TuneTrial, status: str) -> None:
+        """Give a trial that Tune is adding (restored, or requeued after its actor failed) ``status``
+        before Tune can start it: PAUSED (it waits for its rung's decision, its checkpoint holds its
+        result there) or TERMINATED (its rung was decided, and it lost)."""
+        controller = getattr(tune_controller, "_tune_controller", tune_controller)
+        if trial in getattr(controller, "_pending_trials", ()):  # requeued: Tune has filed it as pending
+            if status == TuneTrial.TERMINATED:
+                self._stop(tune_controller, trial)
+            else:
+                tune_controller._set_trial_status(trial, status)
+            return
+        trial.set_status(status)  # being added: Tune files it by the status it has when this returns
+        if status == TuneTrial.TERMINATED:
+            for slots in self._slots(tune_controller):
+                slots.live.discard(trial.trial_id)
+
+    def on_trial_add(self, tune_controller: Any, trial: TuneTrial) -> None:
+        self._heard(trial)
         trial_id = trial.trial_id
         self._trials[trial_id] = trial
         recovering = trial_id in self._recovering
         self._recovering.discard(trial_id)
-        if trial_id not in self._cohort_of:
-            self._join(trial_id)
+        if trial_id not in self._where:
+            self._limit_admission(tune_controller, trial)
+            self._arrive(trial_id)
             self._tags[trial_id] = str(trial.experiment_tag)
+            if trial.status == TuneTrial.PENDING:
+                self._start_next(trial_id)
+            self._act(tune_controller)  # an idle actor may be its
             self._save()
             return
-        # A trial the ledger knows: restored by Tuner.restore, or requeued after its actor failed. It
-        # restarts from its latest checkpoint; if that already holds every rung it reported, and it
-        # must wait or stop, it is parked instead of training past its rung.
+        # A trial the stream knows: restored by Tuner.restore, or requeued after its actor failed. It
+        # restarts from its latest checkpoint; if it lost its rung it ends, and if that checkpoint
+        # already holds every rung it reported and it must wait, it is parked instead of training past
+        # its rung.
         if trial.status not in (TuneTrial.PENDING, TuneTrial.PAUSED):
             return
         checkpoint = trial.latest_checkpoint_result
         restored = float(checkpoint.metrics.get(self._time_attr, 0.0)) if checkpoint is not None else 0.0
-        if self._status(trial_id) != "train" and restored >= self._reached(trial_id):
-            self._hold.add(trial_id)
+        status = self._status(trial_id)
+        if status in ("stopped", "complete", "failed"):
+            self._park(tune_controller, trial, TuneTrial.TERMINATED)
+        elif status == "wait" and restored >= self._reached(trial_id):
+            self._park(tune_controller, trial, TuneTrial.PAUSED)
         elif recovering:
             logger.info("SynchronousSHAScheduler: trial %s rejoins its rung from %s=%g", trial_id,
                         self._time_attr, restored)
+        if trial.status == TuneTrial.PENDING and status == "train":
+            self._start_next(trial_id)
 
     def on_trial_result(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any]) -> str:
-        self._open(trial)
+        self._heard(trial)
+        self._pausing.discard(trial.trial_id)
         self._record(tune_controller, trial, result)
         self._close_if_search_ended(tune_controller)
         self._act(tune_controller, current=trial)
@@ -863,41 +1277,47 @@ class SynchronousSHAScheduler(FIFOScheduler):
         self._save()
         return action
 
-    def on_trial_complete(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any]) -> None:
-        self._open(trial)
+    def _ended(self, tune_controller: Any, trial: TuneTrial) -> None:
+        """Bookkeeping for a trial that ended, after the stream heard of it."""
         trial_id = trial.trial_id
-        if trial_id not in self._cohort_of:
-            return
-        if result and self._time_attr in result:
-            self._record(tune_controller, trial, result, fresh=False)
-            self._close_if_search_ended(tune_controller)
-        status = self._status(trial_id)
-        # A trial that ends on its own (done, or a Tune stopper) before its rung leaves the cohort; one
-        # that ended at the last rung keeps its place there.
-        last_rung_reported = self._ledger_of(trial_id).score(trial_id, len(self._rungs) - 1) is not None
-        if status == "train" or (status == "wait" and not last_rung_reported):
-            self._ended_early(trial_id, result)
-            self._leave(trial_id)
-        self._idle.discard(trial_id)
+        for waiting in (self._idle, self._pausing, self._handing, self._paused):
+            waiting.discard(trial_id)
+        self._queue = [t for t in self._queue if t != trial_id]
+        self._close_if_search_ended(tune_controller)
         self._hand_over(tune_controller, trial_id)
         self._act(tune_controller, current=trial)
         self._save()
 
-    def on_trial_remove(self, tune_controller: Any, trial: TuneTrial) -> None:
-        self._open(trial)
+    def on_trial_complete(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any]) -> None:
+        self._heard(trial)
         trial_id = trial.trial_id
-        if trial_id not in self._cohort_of:
+        if trial_id not in self._where:
             return
-        self._hand_over(tune_controller, trial_id)
+        if result and self._time_attr in result:
+            self._record(tune_controller, trial, result, fresh=False)
+        status = self._status(trial_id)
+        # A trial that ends on its own (done, or a Tune stopper) before its rung leaves the cohort; one
+        # that ended at the last rung keeps its place there.
+        segment, index = self._locate(trial_id)
+        last_rung_reported = segment.score(index, len(self._rungs) - 1) is not None
+        if status == "train" or (status == "wait" and not last_rung_reported):
+            self._ended_early(trial_id, result)
+            self._leave(trial_id)
+        self._ended(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller: Any, trial: TuneTrial) -> None:
+        self._heard(trial)
+        trial_id = trial.trial_id
+        if trial_id not in self._where:
+            return
         if self._status(trial_id) in ("train", "wait"):  # stopped by someone else
             self._leave(trial_id)
-            self._act(tune_controller, current=trial)
-            self._save()
+        self._ended(tune_controller, trial)
 
     def on_trial_error(self, tune_controller: Any, trial: TuneTrial) -> None:
-        self._open(trial)
+        self._heard(trial)
         trial_id = trial.trial_id
-        if trial_id not in self._cohort_of:
+        if trial_id not in self._where:
             return
         if trial.status == TuneTrial.ERROR and trial.should_recover():
             # Tune is requeueing it (FailureConfig(max_failures)): it restores from its last checkpoint
@@ -906,109 +1326,50 @@ class SynchronousSHAScheduler(FIFOScheduler):
             return
         if self._status(trial_id) in ("train", "wait"):
             self._leave(trial_id)
-        self._idle.discard(trial_id)
-        self._hand_over(tune_controller, trial_id)
-        self._act(tune_controller, current=trial)
-        self._save()
-
-    def _busy(self, trials: list[TuneTrial]) -> bool:
-        """Whether some trial is training or about to (so the run moves on without a new trial)."""
-        for trial in trials:
-            if trial.trial_id in self._hold:
-                continue
-            if trial.status == TuneTrial.PENDING:
-                return True
-            if trial.status == TuneTrial.RUNNING and (trial.trial_id not in self._idle
-                                                      or self._status(trial.trial_id) == "train"):
-                return True
-            if trial.status == TuneTrial.PAUSED and trial.trial_id in self._cohort_of \
-                    and self._status(trial.trial_id) == "train":
-                return True
-        return False
-
-    def _check_progress(self, tune_controller: Any, trials: list[TuneTrial]) -> bool:
-        """Close the open cohort when no new trial can start, and fail loudly rather than wait
-        forever: True when a cohort was closed."""
-        now = time.monotonic()
-        if self._busy(trials):
-            self._stall_since = self._stuck_since = None
-            return False
-        index = self._open_cohort()
-        if index is not None and not self._searcher_finished(tune_controller):
-            self._stuck_since = None
-            if not any(t in self._early for t in self._cohorts[index].members):
-                self._stall_since = None
-                return False
-            if self._stall_since is None:
-                self._stall_since = now
-                return False
-            if now - self._stall_since < STALL_SECONDS:
-                return False
-            self._stall_since = None
-            self._close(index, "no new trial could start (the search algorithm suggested none while every "
-                               "trial of the cohort waited at the first rung)")
-            return True
-        waiting = [t.trial_id for t in trials if t.trial_id in self._cohort_of and self._status(t.trial_id) == "wait"
-                   and t.status in (TuneTrial.PAUSED, TuneTrial.RUNNING)]
-        if not waiting:
-            self._stuck_since = None
-            return False
-        if self._stuck_since is None:
-            self._stuck_since = now
-        elif now - self._stuck_since >= STALL_SECONDS:
-            raise RuntimeError(f"SynchronousSHAScheduler cannot go on: trials {', '.join(waiting[:5])} wait at "
-                               f"their rung and no trial can train ({self.debug_string()})")
-        return False
+        self._ended(tune_controller, trial)
 
     def choose_trial_to_run(self, tune_controller: Any) -> TuneTrial | None:
-        if not self._cohorts:
+        """The paused trial that the stream handed its next work first (a promoted trial of the oldest
+        cohort first), else the first pending trial whose actor is not starting (a free actor goes to
+        it, rather than to one Tune picks), else None.
+
+        Two events that close a cohort have no callback, and this is where they can be seen without a
+        race. ``TuneController.step()`` asks the search algorithm for trials
+        (``_maybe_update_trial_queue``: whenever it is not finished and fewer trials than its limit are
+        pending; a new trial reaches ``on_trial_add`` at once) and then calls this method
+        (``_maybe_add_actors``), before it handles any result; results, completions and errors reach
+        the other callbacks only after that, in ``_actor_manager.next()``. So when no trial is pending
+        here, the search algorithm has just been asked, after every event so far, and
+
+        - if it is finished (it may have found so only now), the open segment ends: its last cohort
+          keeps the trials it has;
+        - if every live trial waits at a rung and it proposed none (its own concurrency limit, or a
+          searcher waiting for results), it would propose none in any later step either: what it
+          knows changes only through Tune's callbacks, and none comes before a cohort is decided.
+          The open cohort is cut, decided with the trials it has, and the next trial starts a new one.
+
+        Ray asks this method to be idempotent: it changes no trial. A cut (or an end) only updates
+        the stream and hands the winners the concurrency slots they will train in; it is made once,
+        and asking again returns the same trial. The trials it lets go on are paused ones (the
+        callback that left every trial waiting paused the idle ones), so Tune runs them from here;
+        the losers are stopped at the next callback. Without either event, a stretch of
+        ``GUARD_SECONDS`` in which no trial trains or starts while trials wait raises an error: a
+        last guard against a hang, never a decision.
+        """
+        if not self._segments:
             return super().choose_trial_to_run(tune_controller)
-        changed = self._close_if_search_ended(tune_controller)
-        for trial_id in sorted(self._hold):
-            trial = self._trials.get(trial_id)
-            if trial is not None and trial.status == TuneTrial.PENDING:
-                tune_controller._set_trial_status(trial, TuneTrial.PAUSED)
-                if self._status(trial_id) == "wait":
-                    self._hold.discard(trial_id)
-            elif trial is None or trial.status != TuneTrial.PAUSED:
-                self._hold.discard(trial_id)
-        # A trial that ended without the ledger hearing of it (an error while pending, a requeue that
-        # never came) leaves the cohort, so the others never wait for it.
-        for trial_id in self._members():
-            trial = self._trials.get(trial_id)
-            if trial is None or trial.status not in (TuneTrial.TERMINATED, TuneTrial.ERROR):
-                continue
-            status = self._status(trial_id)
-            if status == "train" or (status == "wait" and trial.status == TuneTrial.ERROR):
-                self._leave(trial_id)
-                changed = True
-        trials = tune_controller.get_trials()
-        for trial_id in list(self._served):
-            if self._trials[trial_id].status != TuneTrial.PENDING:
-                self._served.discard(trial_id)
-        for trial_id in sorted(self._idle):
-            if self._trials[trial_id].status != TuneTrial.RUNNING:
-                self._idle.discard(trial_id)
-        changed = self._check_progress(tune_controller, trials) or changed
-        # A trial waiting for an actor takes an idle one's: stopping (a loser) or pausing (a trial that
-        # waits for its rung) it while the other is staged lets Tune hand the actor over.
-        for needer, trial_id in self._handovers(tune_controller):
-            self._served.add(needer.trial_id)
-            self._idle.discard(trial_id)
-            if self._status(trial_id) in ("wait", "train"):
-                self._paused.add(trial_id)
-                tune_controller.pause_trial(self._trials[trial_id])
-            else:
-                self._stop(tune_controller, self._trials[trial_id])
-        self._act(tune_controller)
-        if changed:
+        if self._close_if_search_ended(tune_controller) or self._cut_if_nothing_comes(tune_controller):
+            self._grant(tune_controller, resume=False)
             self._save()
-        winners = self._paused_winners(tune_controller)  # an older cohort's promoted trials first
-        if winners:
-            return winners[0]
-        for trial in trials:
-            if trial.status == TuneTrial.PENDING and trial.trial_id not in self._hold \
-                    and not self._actor_starting(tune_controller, trial):
+            self._stalled_since = None
+        else:
+            self._guard(tune_controller)
+        for trial_id in self._queue:
+            trial = self._trials.get(trial_id)
+            if trial is not None and trial.status == TuneTrial.PAUSED:
+                return trial
+        for trial in tune_controller.get_trials():  # first-rung work, in the stream's (arrival) order
+            if trial.status == TuneTrial.PENDING and not self._actor_starting(tune_controller, trial):
                 return trial
         return None
 
@@ -1021,6 +1382,8 @@ class SynchronousSHAScheduler(FIFOScheduler):
         finished before the second actor was ready, Tune ended that actor, then each replacement in
         turn (each 2-4 s to start, and the first trial's actor was free again every fraction of a
         second), and the whole sweep ran on one actor (14-18 s for the demo sweep instead of 9-10).
+        Choosing another pending trial also keeps Tune from giving the free actor to one it picks
+        itself, which may be that one.
         """
         controller = getattr(tune_controller, "_tune_controller", tune_controller)
         actor = getattr(controller, "_trial_to_actor", {}).get(trial)
@@ -1032,19 +1395,57 @@ class SynchronousSHAScheduler(FIFOScheduler):
         except (AttributeError, TypeError):  # another Tune: choose as before
             return False
 
+    def _stalled(self, tune_controller: Any) -> bool:
+        """Whether the run cannot move on by itself: live trials, none training or starting, and none
+        pending for cluster resources that no idle trial of this run holds."""
+        controller = getattr(tune_controller, "_tune_controller", tune_controller)
+        resetting = getattr(controller, "_resetting_trials", ())
+        live = idle = pending = False
+        for trial in tune_controller.get_trials():
+            if trial.status in (TuneTrial.TERMINATED, TuneTrial.ERROR):
+                continue
+            live = True
+            if trial.status == TuneTrial.RUNNING:
+                if trial.trial_id not in self._idle:
+                    return False  # training, saving or restoring
+                idle = True
+            elif trial.status == TuneTrial.PENDING:
+                if trial in resetting or self._has_actor(controller, trial):
+                    return False  # its actor is starting
+                pending = True
+            elif trial.trial_id in self._queue:
+                return False  # chosen to run next
+        return live and (idle or not pending)
+
+    def _guard(self, tune_controller: Any) -> None:
+        """The last guard: raise, rather than hang, when the run has stalled for ``GUARD_SECONDS``."""
+        if not self._stalled(tune_controller):
+            self._stalled_since = None
+            return
+        now = time.monotonic()
+        if self._stalled_since is None:
+            self._stalled_since = now
+        elif now - self._stalled_since >= GUARD_SECONDS:
+            waiting = [t.trial_id for t in tune_controller.get_trials()
+                       if t.status not in (TuneTrial.TERMINATED, TuneTrial.ERROR)]
+            raise RuntimeError(f"SynchronousSHAScheduler cannot go on: for {GUARD_SECONDS:g} s no trial trained or "
+                               f"started while trials {', '.join(waiting[:5])} waited, and no event could close "
+                               f"their cohort (a bug: please report it with this state: {self.debug_string()})")
+
     def debug_string(self) -> str:
-        if not self._cohorts:
+        views = self._views()
+        if not views:
             return "Using synchronous successive halving (no trials yet)."
         shown = []
-        for index, ledger in enumerate(self._cohorts):
+        for index, (ledger, early, closed) in enumerate(views):
             parts = []
             for rung, budget in enumerate(self._rungs):
                 cohort = ledger.cohort(rung)
                 if not cohort and rung > 0:
                     break
-                held = sum(1 for t in ledger.members if t in self._early) if rung == 0 else 0
+                held = len(early) if rung == 0 else 0
                 parts.append(f"{budget:g}: {len(ledger.scores(rung)) + held}/{len(cohort)}")
-            shown.append(f"cohort {index}{'' if self._closed[index] else ' (open)'} {', '.join(parts)}")
+            shown.append(f"cohort {index}{'' if closed else ' (open)'} {', '.join(parts)}")
         if len(shown) > 3:
             shown = [f"{len(shown) - 3} earlier cohorts", *shown[-3:]]
         return f"Synchronous SHA ({self._time_attr} rungs, reported/cohort): {'; '.join(shown)}"

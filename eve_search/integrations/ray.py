@@ -21,10 +21,12 @@ Cohorts:
     By default the cohort is every trial of the run, as in the paper. A paused trial gives its slot
     back to ``ConcurrencyLimiter`` and ``max_concurrent_trials``, so those limit how many trials
     train at once, never the cohort. ``cohort_size=n`` splits the run into cohorts of n in arrival
-    order; it is required for ``num_samples=-1`` (refused at setup without it). A cohort that cannot
-    fill (the searcher ran out, or suggests nothing while every trial waits) is decided with the
-    trials present after 2 s, warned (:class:`SynchronousSHAWarning`) and listed by
-    ``scheduler.partial_cohorts()``.
+    order; it is required for ``num_samples=-1`` (refused at setup without it). The cohorts run as one
+    :class:`~eve_search.engine.stream.CohortStream`: an actor whose trial waits at a rung takes a
+    promoted trial of an older cohort, else the next cohort's trials, and the decisions are the same
+    for any number of actors. A cohort closes on events, never on a timer: one that cannot fill (the
+    searcher is finished, or proposes none while every trial waits) is decided with the trials
+    present, warned (:class:`SynchronousSHAWarning`) and listed by ``scheduler.partial_cohorts()``.
 
 What the scheduler cannot do:
     See a restart when a function trainable saves checkpoints but never reads them (Tune carries
@@ -32,7 +34,8 @@ What the scheduler cannot do:
     compute of a promoted trial that has no checkpoint (it trains again, warned); hand back slots of
     searchers that limit concurrency themselves (HEBO, BOHB, ``ConcurrencyLimiter(batch=True)``: their
     cohorts close smaller, warned); decide the cohort under way when ``time_budget_s`` ends the run;
-    use CPUs left idle while a rung waits (ASHA would); run several brackets.
+    use CPUs left idle while the rung of the only cohort waits (with ``cohort_size``, the next
+    cohort's trials take them; ASHA has no barrier); run several brackets.
 
 Example (needs Ray, so not run as a doctest):
     >>> from eve_search.integrations.ray import SynchronousSHAScheduler  # doctest: +SKIP

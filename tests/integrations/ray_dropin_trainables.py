@@ -1,10 +1,11 @@
-"""Function trainables and a searcher in the style of Ray Tune's own examples, for
+"""Function trainables and searchers in the style of Ray Tune's own examples, for
 tests/integrations/test_ray_dropin.py. Nothing here imports torch, so that each Ray actor that
 imports this module starts in about a second."""
 
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -77,3 +78,28 @@ class LazySearcher(Searcher if Searcher is not None else object):
 
     def on_trial_complete(self, trial_id, result=None, error=False):
         self.live.discard(trial_id)
+
+
+class SlowSearcher(Searcher if Searcher is not None else object):
+    """A searcher whose every ``suggest`` takes ``seconds`` (as a Bayesian optimizer fitting its model
+    does), drawing ``total`` qualities from ``seed``; trial ``late_every``-th ones report late (their
+    trainable sleeps ``late_seconds`` before each report)."""
+
+    def __init__(self, seed, total, seconds, late_every=3, late_seconds=1.5, metric="score", mode="max"):
+        super().__init__(metric=metric, mode=mode)
+        rng = random.Random(seed)
+        self.qualities = [round(rng.uniform(0.1, 1.0), 6) for _ in range(total)]
+        self.seconds = seconds
+        self.late_every, self.late_seconds = late_every, late_seconds
+        self.given = 0
+
+    def suggest(self, trial_id):
+        time.sleep(self.seconds)
+        if self.given >= len(self.qualities):
+            return Searcher.FINISHED
+        self.given += 1
+        late = self.given % self.late_every == 0
+        return {"quality": self.qualities[self.given - 1], "steps": 3, "sleep": self.late_seconds if late else 0.0}
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        pass

@@ -22,6 +22,7 @@ from ray.tune.search import ConcurrencyLimiter
 from eve_search.integrations.ray import PAPER_RUNGS, SynchronousSHAScheduler, SynchronousSHAWarning
 from tests.integrations.ray_dropin_trainables import (
     LazySearcher,
+    SlowSearcher,
     objective_with_checkpoint,
     objective_without_checkpoint,
 )
@@ -306,3 +307,77 @@ def test_a_searcher_that_waits_then_runs_out(local_ray, tmp_path):
     assert [(p["cohort"], p["trials"]) for p in partial] == [(0, 3), (1, 3)]
     assert "no new trial could start" in partial[0]["reason"] and "the search ended" in partial[1]["reason"]
     assert any("cohort 0 is decided with 3 trials: no new trial could start" in w for w in warned)
+
+
+# A stream of cohorts, closed on events ----------------------------------------------------------------
+
+
+def decided(scheduler, collect):
+    """Each cohort's decisions as (rung budget, promoted qualities, stopped qualities), and the best
+    quality that completed the last rung: what a seed must fix, whatever the timing."""
+    quality = {t: r["config"]["quality"] for t, r in collect.results}
+    cohorts = [[(d.budget, [quality[t] for t in d.promoted], sorted(quality[t] for t in d.stopped))
+                for d in ledger.decisions()] for ledger in scheduler.ledgers]
+    completed = [quality[t] for ledger in scheduler.ledgers for t in ledger.decisions()[-1].stopped]
+    return cohorts, max(completed)
+
+
+def test_the_same_seed_gives_the_same_decisions_with_one_or_two_trials_at_a_time(local_ray, tmp_path):
+    from ray.tune.search import BasicVariantGenerator
+
+    outcomes = []
+    for concurrent in (1, 2):  # 2 CPUs: two trials train at once, with a cohort's barrier in between
+        scheduler = SynchronousSHAScheduler(max_t=3, cohort_size=3)  # rungs 1 and 3, cohorts of 3, 3 and 1
+        grid, collect, warned, seconds = fit(
+            tmp_path / f"at-once-{concurrent}", objective_with_checkpoint, scheduler,
+            {"quality": tune.uniform(0.1, 1.0), "steps": 3}, metric="score", mode="max", num_samples=7,
+            search_alg=BasicVariantGenerator(random_state=7, max_concurrent=concurrent))
+        assert seconds < BUDGET_S and not grid.errors
+        assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3, 1]
+        check_rungs(scheduler, collect)
+        check_ended_at_their_rung(grid, scheduler)
+        assert [(p["cohort"], p["trials"]) for p in scheduler.partial_cohorts()] == [(2, 1)]
+        assert "the search ended with 1 of its 3 trials" in scheduler.partial_cohorts()[0]["reason"]
+        if concurrent == 1:  # one trial trained at a time: no two steps of different trials overlap
+            steps = sorted((r["started"], r["ended"], t) for t, r in collect.results)
+            assert all(a == b or start >= end for (_, end, a), (start, _, b) in zip(steps, steps[1:]))
+        outcomes.append(decided(scheduler, collect))
+    assert outcomes[0] == outcomes[1]
+    cohorts, best = outcomes[0]
+    assert [[(budget, len(promoted), len(stopped)) for budget, promoted, stopped in cohort] for cohort in cohorts] \
+        == [[(1, 1, 2), (3, 0, 1)]] * 2 + [[(1, 1, 0), (3, 0, 1)]]
+    assert best == max(quality for cohort in cohorts for quality in cohort[0][1])  # the best first-rung winner
+
+
+def test_a_slow_searcher_and_late_reports_close_no_cohort_early(local_ray, tmp_path):
+    # Every suggestion takes 0.7 s and every third trial sleeps 1.5 s before each report, so trials
+    # wait at their first rung while nothing new arrives for seconds: only events close a cohort.
+    scheduler = SynchronousSHAScheduler(max_t=3, cohort_size=3)
+    searcher = SlowSearcher(seed=3, total=6, seconds=0.7)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, {}, metric="score",
+                                         mode="max", num_samples=6, search_alg=searcher)
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3]
+    assert scheduler.partial_cohorts() == []
+    check_rungs(scheduler, collect)
+    check_ended_at_their_rung(grid, scheduler)
+    late = [t for t, r in collect.results if r["config"]["sleep"] > 0]
+    assert late and all(r["ended"] - r["started"] >= 1.5 for t, r in collect.results if t in late)
+
+
+def test_the_last_guard_raises_rather_than_hangs(local_ray, tmp_path, monkeypatch):
+    """A scheduler that loses the event that cuts a cohort (three trials wait at their first rung and
+    the searcher proposes none until they end) would wait forever: the guard ends the run."""
+    from eve_search.integrations import _ray as ray_module
+
+    class LostEvent(SynchronousSHAScheduler):
+        def _cut_if_nothing_comes(self, tune_controller):
+            return False
+
+    monkeypatch.setattr(ray_module, "GUARD_SECONDS", 3.0)  # (60 s in a real run)
+    start = time.monotonic()
+    with pytest.raises(Exception, match=r"SynchronousSHAScheduler cannot go on: for 3 s no trial trained or "
+                                        r"started while trials .* waited"):
+        fit(tmp_path, objective_with_checkpoint, LostEvent(max_t=3), {}, metric="score", mode="max", num_samples=20,
+            search_alg=LazySearcher(QUALITIES, batch=3))
+    assert time.monotonic() - start < BUDGET_S  # the guard, not Tune's time budget, ended it
