@@ -5,6 +5,9 @@ Every method replays the same recorded pool (:mod:`eve_search.engine.pool`) on t
 workers; a search seed draws the order in which the pool's configurations are searched (the same
 order for every method at that seed):
 
+The deterministic methods order their ready work by each configuration's model size (its parameter
+count), as the local engine does with ``--jobs``: it orders work, never decides.
+
 * ``sha``: synchronous successive halving over one cohort of ``--cohort-size`` configurations, the
   demo sweep as eve-search ran it before cohorts overlapped;
 * ``sha+spec``: the same, with idle workers training the open rung's leaders ahead;
@@ -48,7 +51,7 @@ from eve_search.engine.pool import RecordedPool
 from eve_search.engine.simulator import Simulation, simulate_pool
 from eve_search.engine.stream import cohort_units
 
-__all__ = ["DEFAULT_WORKERS", "METHODS", "format_scale_table", "scale_table", "search_order"]
+__all__ = ["DEFAULT_WORKERS", "METHODS", "format_scale_table", "model_sizes", "scale_table", "search_order"]
 
 METHODS = ("sha", "sha+spec", "stream", "stream+spec", "sha-all", "asha-optuna", "hyperband-optuna", "asha-ray")
 DEFAULT_WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -74,8 +77,45 @@ def search_order(size: int, seed: int) -> list[int]:
     return order
 
 
+def model_sizes(pool: RecordedPool) -> Callable[[int], float] | None:
+    """Each pool configuration's parameter count, the cost hint the local engine orders its work by
+    (None when the pool's task is not registered here).
+
+    Args:
+        pool: the recorded pool.
+
+    Returns:
+        ``cost(index)``, or None.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> pool = RecordedPool(task="no-such-task", space="s", metric="accuracy", mode="max", budgets=(1,),
+        ...                     configs=[{}], referee="adam", trainers={"adam": TrainerRecord([[0.5]], [[0.5]], [[1.0]])})
+        >>> model_sizes(pool) is None
+        True
+    """
+    from eve_search.tasks import get_task, task_names
+
+    if pool.task not in task_names():
+        return None
+    import torch
+
+    task = get_task(pool.task)
+    data = task.data(None)
+    sizes: dict[str, float] = {}
+    counts = []
+    for config in pool.configs:
+        key = task.cost_key(config)
+        if key not in sizes:
+            model = task.build_model(config, data, torch.Generator().manual_seed(0))
+            sizes[key] = float(sum(p.numel() for p in model.parameters()))
+        counts.append(sizes[key])
+    return counts.__getitem__
+
+
 def _runner(method: str, pool: RecordedPool, trainer: str, rungs: tuple[int, ...], cohort_size: int,
-            cohorts: int, fraction: float) -> Callable[[int, list[int], float, int], Simulation]:
+            cohorts: int, fraction: float, cost: Callable[[int], float] | None = None
+            ) -> Callable[[int, list[int], float, int], Simulation]:
     configs = cohort_size * cohorts
     units = cohorts * cohort_units(cohort_size, rungs, fraction)
     if method in DETERMINISTIC:
@@ -83,7 +123,7 @@ def _runner(method: str, pool: RecordedPool, trainer: str, rungs: tuple[int, ...
                         "stream+spec": (configs, cohort_size), "sha-all": (configs, None)}[method]
         return lambda workers, order, jitter, seed: simulate_pool(
             pool, trainer, workers=workers, configs=size, cohort_size=cohort, rungs=rungs, fraction=fraction,
-            speculate=method.endswith("+spec"), order=order, jitter=jitter, jitter_seed=seed)
+            speculate=method.endswith("+spec"), order=order, jitter=jitter, jitter_seed=seed, cost=cost)
     from eve_search.benchmarks import peers_sim
 
     if method == "asha-ray":
@@ -142,9 +182,10 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
         raise ValueError(f"Invalid cohorts: {cohorts} cohorts of {cohort_size} is {cohort_size * cohorts} "
                          f"configurations (the pool holds {pool.size})")
     orders = {seed: search_order(pool.size, seed) for seed in seeds}
+    cost = model_sizes(pool)
     rows = []
     for method in methods:
-        run = _runner(method, pool, trainer, rungs, cohort_size, cohorts, fraction)
+        run = _runner(method, pool, trainer, rungs, cohort_size, cohorts, fraction, cost)
         reference: dict[int, Any] = {}
         for count in workers:
             results = {seed: run(count, orders[seed], jitter, seed) for seed in seeds}

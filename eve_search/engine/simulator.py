@@ -231,7 +231,8 @@ def pool_duration(pool: RecordedPool, trainer: str, rungs: tuple[int, ...],
 
 def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: int, cohort_size: int | None = None,
                   rungs: tuple[int, ...] | None = None, fraction: float = 1 / 3, speculate: bool = False,
-                  order: list[int] | None = None, jitter: float = 0.0, jitter_seed: int = 0) -> Simulation:
+                  order: list[int] | None = None, jitter: float = 0.0, jitter_seed: int = 0,
+                  cost: Callable[[int], float] | None = None) -> Simulation:
     """:func:`simulate` over a recorded pool: search position ``i`` is the pool's configuration
     ``order[i]`` (default: the pool's order); ``configs`` of them in cohorts of ``cohort_size``.
 
@@ -246,6 +247,8 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
         speculate: train an open rung's leaders ahead on idle workers.
         order: search position -> pool configuration.
         jitter, jitter_seed: as for :func:`simulate`.
+        cost: a pool configuration's relative cost per unit (the engine uses its model's parameter
+            count), the stream's hint for ordering work (see :class:`~eve_search.engine.stream.CohortStream`).
 
     Returns:
         The :class:`Simulation`.
@@ -261,6 +264,9 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
     rungs = pool.budgets if rungs is None else tuple(rungs)
     if configs > (pool.size if order is None else len(order)):
         raise ValueError(f"Invalid configs: {configs} (the pool holds {pool.size} configurations)")
-    stream = CohortStream(configs, cohort_size, rungs=rungs, fraction=fraction, mode=pool.mode, speculate=speculate)
+    searched = list(range(pool.size)) if order is None else order
+    hint = None if cost is None else (lambda index: cost(searched[index]))
+    stream = CohortStream(configs, cohort_size, rungs=rungs, fraction=fraction, mode=pool.mode, speculate=speculate,
+                          cost=hint)
     return simulate(stream, workers=workers, duration=pool_duration(pool, trainer, rungs, order),
                     score=pool_score(pool, trainer, rungs, order), jitter=jitter, jitter_seed=jitter_seed)
