@@ -112,7 +112,8 @@ def test_a_tampered_pool_is_refused_in_one_line(tiny_pool, tmp_path, tamper):
     assert len(str(caught.value).splitlines()) == 1 and str(path) in str(caught.value)
 
 
-@pytest.mark.parametrize("content", [b"", b"\x1f\x8b broken", b"[" * 100_000, b"{not json", gzip.compress(b"[]")])
+@pytest.mark.parametrize("content", [b"", b"\x1f\x8b broken", b"[" * 100_000, b"{not json", gzip.compress(b"[]", mtime=0)],
+                         ids=["empty", "broken-gzip", "deep", "not-json", "gzip-list"])
 def test_an_unreadable_pool_is_refused_in_one_line(tmp_path, content):
     path = tmp_path / "pool.json.gz"
     path.write_bytes(content)
