@@ -94,23 +94,13 @@ def model_sizes(pool: RecordedPool) -> Callable[[int], float] | None:
         >>> model_sizes(pool) is None
         True
     """
+    from eve_search.engine.sweep import model_sizes as sizes
     from eve_search.tasks import get_task, task_names
 
     if pool.task not in task_names():
         return None
-    import torch
-
     task = get_task(pool.task)
-    data = task.data(None)
-    sizes: dict[str, float] = {}
-    counts = []
-    for config in pool.configs:
-        key = task.cost_key(config)
-        if key not in sizes:
-            model = task.build_model(config, data, torch.Generator().manual_seed(0))
-            sizes[key] = float(sum(p.numel() for p in model.parameters()))
-        counts.append(sizes[key])
-    return counts.__getitem__
+    return sizes(task, task.data(None), pool.configs)
 
 
 def _runner(method: str, pool: RecordedPool, trainer: str, rungs: tuple[int, ...], cohort_size: int,

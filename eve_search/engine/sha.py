@@ -207,7 +207,7 @@ class SynchronousSuccessiveHalving:
         self.on_result = on_result
         if workers is not None and make_job is None:
             raise ValueError("Invalid make_job: None (workers need a job description per trial)")
-        self.workers, self.make_job, self.job_cost = workers, make_job, job_cost
+        self.workers, self.make_job = workers, make_job  # (job_cost orders the stream's work)
         self.evaluate_checkpoint = evaluate_checkpoint
         self.keep_bytes = keep_bytes
         self._kept = KeptTrials(keep_bytes)  # trials as of their last result

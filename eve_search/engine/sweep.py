@@ -41,7 +41,7 @@ from eve_search.tasks import Splits, Task, get_task
 from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
 
-__all__ = ["Sweep", "SweepResult", "SweepSettings", "prepare_sweep", "run_sweep", "warm_up"]
+__all__ = ["Sweep", "SweepResult", "SweepSettings", "model_sizes", "prepare_sweep", "run_sweep", "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -263,17 +263,8 @@ class Sweep:
                         checkpoint=None if checkpoint is None else str(checkpoint), budgets=budgets)
 
     def _job_cost(self) -> Callable[[int], float]:
-        """A trial's relative cost per unit: its model's parameter count (one model built per shape)."""
-        sizes: dict[str, float] = {}
-
-        def cost(index: int) -> float:
-            key = self.task.cost_key(self.configs[index])
-            if key not in sizes:
-                model = self.task.build_model(self.configs[index], self.data, torch.Generator().manual_seed(0))
-                sizes[key] = float(sum(p.numel() for p in model.parameters()))
-            return sizes[key]
-
-        return cost
+        """A trial's relative cost per unit: its model's parameter count (see :func:`model_sizes`)."""
+        return model_sizes(self.task, self.data, self.configs)
 
     def make_trial(self, index: int) -> Trial:
         """A fresh trial of configuration ``index`` (calibrate first in calibrated mode)."""
@@ -478,6 +469,37 @@ class Sweep:
                     for index in range(len(self.configs))],
             trained=trained,
         )
+
+
+def model_sizes(task: Task, data: Splits, configs: list[Config]) -> Callable[[int], float]:
+    """Each configuration's model size (its parameter count), the cost hint the stream of cohorts orders
+    ready work by; one model is built per shape (the task's ``cost_key``), when first asked for.
+
+    Args:
+        task: the task.
+        data: its loaded splits (a model's input size may come from them).
+        configs: the configurations, index = position.
+
+    Returns:
+        ``cost(index)``.
+
+    Example:
+        >>> from eve_search.tasks import get_task
+        >>> task = get_task("adult")
+        >>> cost = model_sizes(task, task.data(None), [{"width": 8, "depth": 1, "lr": 1e-3, "weight_decay": 0.0}])
+        >>> cost(0)  # 107 x 8 + 8, then 8 x 2 + 2
+        882.0
+    """
+    sizes: dict[str, float] = {}
+
+    def cost(index: int) -> float:
+        key = task.cost_key(configs[index])
+        if key not in sizes:
+            model = task.build_model(configs[index], data, torch.Generator().manual_seed(0))
+            sizes[key] = float(sum(p.numel() for p in model.parameters()))
+        return sizes[key]
+
+    return cost
 
 
 def expected_rung_sizes(configs: int, cohort_size: int | None, rungs: tuple[int, ...], fraction: float) -> list[int]:
