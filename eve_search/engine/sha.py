@@ -463,18 +463,15 @@ class SynchronousSuccessiveHalving:
         idle = list(range(self.workers.jobs))
         running: dict[Future, tuple[Work, int]] = {}
         while True:
-            while idle:
-                work = self.stream.next_work()
-                if work is None:
-                    break
+            while (placed := self._next_for(idle)) is not None:
+                work, worker = placed
                 self.stream.start(work)
                 saved = recorded.get(work.index, {}).get(self.rungs[work.rung])
                 if saved is not None:
                     self._feed(work, float(saved["score"]), True, reports)
                     continue
-                worker = self._worker_for(work.index, idle)
-                if worker in idle:
-                    idle.remove(worker)
+                worker = self._worker_for(work.index, worker, idle)
+                idle.remove(worker)
                 job = replace(self.make_job(work.index, work.rung), forget=tuple(self._forget.pop(worker, ())),
                               keep=self._defer)
                 running[self.workers.train(job, worker)] = (work, worker)
@@ -485,25 +482,33 @@ class SynchronousSuccessiveHalving:
             for future in sorted(done, key=lambda f: (running[f][0].index, running[f][0].rung)):
                 work, worker = running.pop(future)
                 score = self._record_trained(work.index, work.rung, worker, future)
-                if all(other != worker for _, other in running.values()):
-                    idle.append(worker)
+                idle.append(worker)
                 self._feed(work, score, False, reports)
             idle.sort()
         self._write_saved(list(self._saving))
 
-    def _worker_for(self, index: int, idle: list[int]) -> int:
-        """The worker for trial ``index``'s next piece: the one that keeps it when that one is idle; else an
-        idle one, reading the trial's checkpoint (made when it was promoted) once it is written; while it
-        is not, the keeping worker, after its current work."""
+    def _next_for(self, idle: list[int]) -> tuple[Work, int] | None:
+        """The next piece of work and an idle worker that can take it now, or None. A trial kept in a
+        busy worker's memory, whose checkpoint is not written yet, waits for that worker; the idle one
+        takes the next ready work instead (which worker runs what never changes a decision)."""
+        for worker in idle:
+            blocked = {index for index, holder in self._holder.items()
+                       if holder != worker and holder not in idle
+                       and index in self._saving and not self._saving[index].done()}
+            work = self.stream.next_work(skip=blocked)
+            if work is not None:
+                return work, worker
+        return None
+
+    def _worker_for(self, index: int, worker: int, idle: list[int]) -> int:
+        """The worker for trial ``index``'s next piece: the one that keeps it when that one is idle; else
+        ``worker``, which reads the trial's checkpoint (the keeping worker forgets it)."""
         holder = self._holder.pop(index, None)
         if holder is None or holder in idle:
-            return idle[0] if holder is None else holder
-        pending = self._saving.get(index)
-        if pending is not None and not pending.done():
-            return holder
+            return worker if holder is None else holder
         self._write_saved([index])
         self._forget.setdefault(holder, []).append(index)
-        return idle[0]
+        return worker
 
     def _feed(self, work: Work, score: float, resumed: bool, reports: list[RungReport]) -> None:
         """Give the stream a result; apply every rung decision it makes possible."""

@@ -42,7 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,10 +231,15 @@ class CohortStream:
 
     # Choosing -------------------------------------------------------------------------------------
 
-    def next_work(self) -> Work | None:
+    def next_work(self, skip: Collection[int] = ()) -> Work | None:
         """The work an idle worker should take now, or None (nothing is ready: wait for a result, or
-        the search is finished). Asking has no side effects."""
-        busy = {(w.index, w.rung) for w in self._running}
+        the search is finished). Asking has no side effects.
+
+        ``skip`` names trials this worker cannot take now (an executor whose trial is held in another,
+        busy, worker's memory); the next ready work is returned instead. Which worker runs what never
+        changes a decision."""
+        busy = {(w.index, w.rung) for w in self._running} | {(index, rung) for index in skip
+                                                              for rung in range(len(self.rungs))}
         while self._first_open < self.opened and self._ledgers[self._first_open].finished:
             self._first_open += 1  # (a cache: what is finished stays finished)
         ledgers = self._ledgers[self._first_open:]

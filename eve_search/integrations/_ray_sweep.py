@@ -104,7 +104,7 @@ class _SweepRecorder(Callback):
         self.token = self._store.sweep_id
         self.results: dict[tuple[int, int], dict[str, Any]] = {}
         self.index: dict[str, int] = {}
-        self.flushed: set[int] = set()
+        self.flushed: set[tuple[int, int]] = set()  # (cohort, rung)
         self.recorded = {(index, budget) for index, done in self._store.rung_details().items() for budget in done}
         self.trained = 0
         self.writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="eve-sweep-store")
@@ -113,31 +113,36 @@ class _SweepRecorder(Callback):
         self.best: float | None = None
         self.sign = 1.0 if sweep.task.mode == "max" else -1.0
         self.state_path: Path | None = None
-        self.ledger: RungLedger | None = None
+        self.ledgers: list[RungLedger] = []
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (_live_recorder, (self.token,))
 
-    def read_ledger(self) -> RungLedger | None:
+    def read_ledgers(self) -> list[RungLedger]:
+        """The scheduler's rung ledgers, one per cohort (trial ids as keys), as it last saved them."""
         if self.state_path is None or not self.state_path.exists():
-            return self.ledger
+            return self.ledgers
         state = json.loads(self.state_path.read_text())
-        ledger = RungLedger(self._rungs, self._sweep.settings.fraction, self._sweep.task.mode)
-        ledger.load_state_dict(state["ledger"])
-        self.ledger = ledger
-        return ledger
+        saved = state.get("cohorts") or ([] if state.get("ledger") is None else [state["ledger"]])
+        ledgers = []
+        for cohort in saved:
+            ledger = RungLedger(self._rungs, self._sweep.settings.fraction, self._sweep.task.mode)
+            ledger.load_state_dict(cohort)
+            ledgers.append(ledger)
+        self.ledgers = ledgers
+        return ledgers
 
     def _seen(self, trial: Any, result: dict[str, Any]) -> None:
         self.state_path = Path(trial.storage.experiment_driver_staging_path) / STATE_FILE
         index = int(trial.config[INDEX_KEY])
         self.index[trial.trial_id] = index
-        ledger = self.read_ledger()
+        ledgers = self.read_ledgers()
         budget = result.get("budget")
         if budget in self._rungs and (index, int(budget)) not in self.results:
-            self._count(index, int(budget), result, ledger)
+            self._count(index, int(budget), result, ledgers)
         self.flush()
 
-    def _count(self, index: int, budget: int, result: dict[str, Any], ledger: RungLedger | None) -> None:
+    def _count(self, index: int, budget: int, result: dict[str, Any], ledgers: list[RungLedger]) -> None:
         """Keep a configuration's first result at a rung, and report the rung's progress."""
         self.results[(index, budget)] = result
         rung = self._rungs.index(budget)
@@ -146,8 +151,8 @@ class _SweepRecorder(Callback):
         if not math.isnan(score) and (self.best is None or self.sign * score > self.sign * self.best):
             self.best = score
         if self._progress is not None:
-            cohort = len(ledger.cohort(rung)) if ledger is not None else 0
-            self._progress("training", rung, self.done[rung], max(cohort, self.done[rung]), self.best)
+            trials = sum(len(ledger.cohort(rung)) for ledger in ledgers)
+            self._progress("training", rung, self.done[rung], max(trials, self.done[rung]), self.best)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         self._seen(trial, result)
@@ -165,23 +170,21 @@ class _SweepRecorder(Callback):
         tells the callbacks of that stop first. Such a rung waits for its results; only the ``final``
         flush, after Tune has delivered everything, records a rung with a result missing (lost with a
         killed driver)."""
-        ledger = self.ledger
-        if ledger is None:
-            return
-        for decision in ledger.decisions():
-            if decision.rung in self.flushed:
-                continue
-            ids = decision.promoted + decision.stopped
-            if any(tid not in self.index for tid in ids):
-                return  # a restored trial this run has not heard from yet
-            if not final and any((self.index[tid], decision.budget) not in self.recorded
-                                 and (self.index[tid], decision.budget) not in self.results for tid in ids):
-                return  # a result on its way to this callback
-            rows = self._new_rows(decision.budget, ids)
-            last = decision.rung == len(self._rungs) - 1
-            ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
-            self.writes.append(self.writer.submit(self._write, decision.budget, rows, ended, last))
-            self.flushed.add(decision.rung)
+        for cohort, ledger in enumerate(self.ledgers):
+            for decision in ledger.decisions():
+                if (cohort, decision.rung) in self.flushed:
+                    continue
+                ids = decision.promoted + decision.stopped
+                if any(tid not in self.index for tid in ids):
+                    break  # a restored trial this run has not heard from yet
+                if not final and any((self.index[tid], decision.budget) not in self.recorded
+                                     and (self.index[tid], decision.budget) not in self.results for tid in ids):
+                    break  # a result on its way to this callback
+                rows = self._new_rows(decision.budget, ids)
+                last = decision.rung == len(self._rungs) - 1
+                ended = [(self.index[tid], float(ledger.score(tid, decision.rung))) for tid in decision.stopped]
+                self.writes.append(self.writer.submit(self._write, decision.budget, rows, ended, last))
+                self.flushed.add((cohort, decision.rung))
 
     def _new_rows(self, budget: int, ids: list[str]) -> list[tuple[int, dict[str, Any]]]:
         """The results at ``budget`` of the trials ``ids`` that the store misses, in configuration order
@@ -367,8 +370,9 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
         progress("calibrating", 0, 0, 0, None)
     sweep.calibrate()
     configs = sweep.configs
+    cohort_size = s.cohort_size if s.cohort_size is not None and s.cohort_size < len(sweep.configs) else None
     scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=s.rungs, fraction=s.fraction,
-                                        metric=sweep.task.metric, mode=sweep.task.mode)
+                                        metric=sweep.task.metric, mode=sweep.task.mode, cohort_size=cohort_size)
     trainable = tune.with_resources(
         tune.with_parameters(EveTrainable, task=sweep.task, optimizer=s.optimizer, rungs=s.rungs, seed=s.seed,
                              cost_mode=s.cost_mode, backward_ratios=dict(sweep.ratios),
@@ -401,28 +405,31 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
             recorder.index.setdefault(result.metrics["trial_id"], int(result.config[INDEX_KEY]))
     if recorder.state_path is None and "://" not in root:  # the copy Tune synced to storage at the end
         recorder.state_path = Path(root, EXPERIMENT, STATE_FILE)
-    ledger = recorder.read_ledger()
-    decisions = [] if ledger is None else ledger.decisions()
-    if len(decisions) < len(s.rungs):
+    ledgers = recorder.read_ledgers()
+    cohorts = 1 if cohort_size is None else -(-len(configs) // cohort_size)
+    decided = sum(len(ledger.decisions()) for ledger in ledgers)
+    if len(ledgers) < cohorts or decided < cohorts * len(s.rungs):
         errors = [str(r.error).strip().splitlines()[0] for r in grid if r.error is not None]
-        raise RuntimeError(f"the Ray sweep ended before its last rung was decided ({len(decisions)} of "
-                           f"{len(s.rungs)} rungs; {len(errors)} trials failed{': ' + errors[0] if errors else ''})")
+        raise RuntimeError(f"the Ray sweep ended before its last rung was decided ({decided} of "
+                           f"{cohorts * len(s.rungs)} rungs; {len(errors)} trials failed"
+                           f"{': ' + errors[0] if errors else ''})")
     recorder.flush(final=True)
     recorder.wait()
     ids = recorder.index
     reports = []
-    for decision in decisions:
-        cohort = sorted(ids[t] for t in decision.promoted + decision.stopped)
-        scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
-        reports.append(RungReport(budget=decision.budget, trials=cohort, scores={i: scores[i] for i in cohort},
-                                  promoted=[ids[t] for t in decision.promoted]))
+    for number, ledger in enumerate(ledgers):
+        for decision in ledger.decisions():
+            trials = sorted(ids[t] for t in decision.promoted + decision.stopped)
+            scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
+            reports.append(RungReport(budget=decision.budget, trials=trials, scores={i: scores[i] for i in trials},
+                                      promoted=[ids[t] for t in decision.promoted], cohort=number))
     sweep.test_best()
     winner = store.get("winner")
-    if winner is None:
-        final = reports[-1]
-        index = rank_order(dict(sorted(final.scores.items())), sweep.task.mode)[0]
-        result = recorder.results.get((index, final.budget)) or _last_result(grid, index)
-        winner = {"index": index, "score": final.scores[index], "test": dict(result["test"])}
+    if winner is None:  # the best that completed the last rung, over every cohort (ties: sampled first)
+        completed = dict(sorted((i, score) for r in reports if r.budget == s.rungs[-1] for i, score in r.scores.items()))
+        index = rank_order(completed, sweep.task.mode)[0]
+        result = recorder.results.get((index, s.rungs[-1])) or _last_result(grid, index)
+        winner = {"index": index, "score": completed[index], "test": dict(result["test"])}
         store.set("winner", winner)
         store.set("wall_seconds", sweep.elapsed())
     return sweep.result(reports, winner, trained=recorder.trained)

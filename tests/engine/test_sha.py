@@ -442,3 +442,56 @@ def test_a_stream_of_cohorts_interrupted_anywhere_resumes_to_the_same_decisions(
         with pytest.raises(KeyboardInterrupt):
             cohort_engine(store, on_result=on_result).run()
         assert decided(cohort_engine(store).run()) == whole
+
+
+class GatedWorkers(InlineWorkers):
+    """Workers whose jobs end one at a time when the engine waits, in the order they were handed out. A
+    checkpoint asked of a busy worker comes after its current job, as a real worker's does.
+    A worker is busy from the job it is handed until the engine has seen that job end."""
+
+    def __init__(self, jobs, keep_bytes):
+        super().__init__(jobs, keep_bytes)
+        self.busy, self.jobs_of, self.after = set(), {}, {}
+
+    def train(self, job, worker=0):
+        assert worker not in self.busy, f"a job was queued behind worker {worker}'s current one"
+        self.busy.add(worker)
+        future = self._future()
+        self.jobs_of[future] = (worker, super().train(job, worker).result())
+        return future
+
+    def save(self, worker, index):
+        answered = super().save(worker, index)
+        if worker not in self.busy:
+            return answered
+        future = self._future()
+        self.after.setdefault(worker, []).append((future, answered.result()))
+        return future
+
+    def wait(self, futures, return_when):
+        done = {f for f in futures if f.done()}
+        if not done:
+            first = next(f for f in self.jobs_of if f in futures)
+            worker, value = self.jobs_of[first]
+            first.set_result(value)
+            for saved, checkpoint in self.after.pop(worker, []):
+                saved.set_result(checkpoint)
+            done = {first}
+        for future in done:
+            self.busy.discard(self.jobs_of.pop(future, (None,))[0])
+        return done, set(futures) - done
+
+
+def test_an_idle_worker_takes_other_work_while_a_busy_one_keeps_the_promoted_trial(tmp_path, monkeypatch):
+    from eve_search.engine import sha
+
+    (tmp_path / "one").mkdir()
+    one = cohort_engine(FolderStore(tmp_path / "one"))
+    expected = decided(one.run())
+    workers = GatedWorkers(3, keep_bytes=2**30)
+    monkeypatch.setattr(sha, "wait", workers.wait)
+    (tmp_path / "gated").mkdir()
+    gated = cohort_engine(DeferringStore(tmp_path / "gated"), workers)
+    assert decided(gated.run()) == expected
+    assert gated.winner() == one.winner()
+    assert {worker for what, worker, *_ in workers.log if what == "train"} == {0, 1, 2}

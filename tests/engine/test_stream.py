@@ -181,3 +181,14 @@ def test_cohort_budget_and_bad_arguments():
         simulate(CohortStream(2), workers=0, duration=lambda w: 1.0, score=lambda i, r: 0.0)
     with pytest.raises(ValueError, match="Invalid jitter"):
         simulate(CohortStream(2), workers=1, duration=lambda w: 1.0, score=lambda i, r: 0.0, jitter=math.nan)
+
+
+def test_work_a_worker_cannot_take_is_skipped_for_the_next_ready_work():
+    stream = CohortStream(6, 3, rungs=(1, 2))
+    for _ in range(3):
+        stream.start(stream.next_work())
+    for index, score in [(0, 0.1), (1, 0.9), (2, 0.5)]:
+        stream.report(index, 0, score)
+    assert stream.next_work() == Work(1, 1)
+    assert stream.next_work(skip={1}) == Work(3, 0)  # the next cohort's first rung
+    assert stream.next_work() == Work(1, 1)  # asking changed nothing

@@ -254,6 +254,20 @@ def test_local_and_ray_backends_agree(ray_address, tmp_path):
     assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
 
 
+def test_local_and_ray_backends_agree_on_a_stream_of_cohorts(ray_address, tmp_path):
+    settings = SweepSettings(task="ray-tiny", space="tiny", optimizer="eve", seed=0, configs=9, rungs=RUNGS,
+                             backward_ratio=2.0, cohort_size=3)
+    local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path}/local.db", checkpoint_dir=tmp_path / "local")
+    expected = local.run().as_dict()
+    ray_sweep = prepare_sweep(settings, storage=f"sqlite:///{tmp_path}/ray.db", checkpoint_dir=tmp_path / "ray")
+    remote = run_sweep_on_ray(ray_sweep).as_dict()
+    timing = ("wall_seconds", "training_seconds")
+    assert {k: v for k, v in remote.items() if k not in timing} == {k: v for k, v in expected.items() if k not in timing}
+    assert [r["trials"] for r in remote["rungs"]] == [9, 3, 3]  # three cohorts of three: one promoted each
+    assert ray_sweep.store.get("winner") == local.store.get("winner")
+    assert ray_sweep.store.finished() == local.store.finished() == set(range(9))
+
+
 class EnvironmentTrainable(tune.Trainable):
     """Reports the variable Tune gives its trainable actors by default."""
 
