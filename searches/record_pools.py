@@ -34,6 +34,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True, help="where the runs (a SQLite store) are kept")
     parser.add_argument("--out", type=Path, required=True, help="the pool file (.json or .json.gz)")
     parser.add_argument("--export-only", action="store_true", help="write what is recorded, train nothing")
+    parser.add_argument("--from-end", action="store_true",
+                        help="train from the last configuration backwards (a second process, into its own --workdir, "
+                             "beside one that trains forwards; stop it when they meet)")
+    parser.add_argument("--also", type=Path, action="append", default=[], metavar="DIR",
+                        help="another --workdir of the same recording (e.g. the --from-end one): its configurations "
+                             "join the pool")
     parser.add_argument("--profile", type=int, default=0, metavar="R",
                         help="measure the seconds again on this (quiet) machine, per model shape and trainer, "
                              "median of R trajectories (eve_search.experiments.pools.profile_seconds); 0: keep "
@@ -56,12 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         def progress(space: str, seed: int, trainer: str, index: int, done: int, total: int) -> None:
             print(f"\r{space} {trainer} configuration {index}: {done}/{total}", end="", file=sys.stderr, flush=True)
 
-        run_audit(prepared, progress)
+        run_audit(prepared, progress, order=reversed(range(args.configs)) if args.from_end else None)
         print(file=sys.stderr)
     notes = {"command": "python searches/record_pools.py " + " ".join(argv if argv is not None else sys.argv[1:]),
              "load_at_export": round(os.getloadavg()[0], 2), "load_at_start": round(load, 2),
              "threads": os.environ.get("OMP_NUM_THREADS", "default")}
-    pool = pool_from_audit(prepared, args.referee, notes=notes)
+    also = [prepare_audit(args.task, args.space, trainers, [0], storage=f"sqlite:///{other.resolve()}/results.db",
+                          checkpoint_dir=other / "checkpoints", budgets=budgets, configs=args.configs,
+                          backward_ratio=args.backward_ratio, truth=args.referee) for other in args.also]
+    pool = pool_from_audit(prepared, args.referee, notes=notes, also=also)
     if args.profile:
         from eve_search.experiments.pools import profile_seconds
 

@@ -45,13 +45,17 @@ __all__ = ["pool_from_audit", "profile_seconds", "record_pool"]
 
 
 def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
-                    notes: Mapping[str, Any] | None = None) -> RecordedPool:
+                    notes: Mapping[str, Any] | None = None,
+                    also: Sequence[Mapping[tuple[str, int], Sweep]] = ()) -> RecordedPool:
     """The pool that the audit studies of one space and one training seed hold so far.
 
     Args:
         prepared: the studies of :func:`~eve_search.experiments.audit.prepare_audit`, one seed.
         referee: the trainer whose test score at the last budget judges a pick.
         notes: free-form notes kept with the pool (when and where it was recorded).
+        also: the studies of the same audit (space, seed, settings) recorded into other stores, e.g. by
+            a second process that trained from the other end; a configuration's records come from the
+            first store that holds it.
 
     Returns:
         The pool of the configurations that every trainer has recorded at every budget (the longest
@@ -73,6 +77,15 @@ def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
     task, settings = any_sweep.task, any_sweep.settings
     budgets = tuple(settings.rungs)
     details = {trainer: sweep.store.rung_details() for (trainer, _), sweep in prepared.items()}
+    for other in also:
+        for (trainer, seed), sweep in other.items():
+            if (trainer, seed) not in prepared or sweep.configs != prepared[(trainer, seed)].configs \
+                    or sweep.settings.rungs != prepared[(trainer, seed)].settings.rungs:
+                raise ValueError(f"Invalid also: the {trainer} study of seed {seed} is not the same audit "
+                                 "(expected the same trainers, seed, configurations and budgets)")
+            for index, rows in sweep.store.rung_details().items():
+                if not all(b in details[trainer].get(index, {}) for b in budgets):
+                    details[trainer][index] = rows
     count = 0
     while count < len(any_sweep.configs) and all(
             all(b in details[t].get(count, {}) for b in budgets) for t in trainers):

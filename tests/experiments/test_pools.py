@@ -138,3 +138,27 @@ def test_profiled_seconds_keep_the_scores_and_give_each_model_shape_one_profile(
             assert seconds == sorted(seconds) and seconds[0] > 0
             assert by_shape.setdefault(task.cost_key(config), seconds) == seconds
     assert "profiled per model shape" in profiled.recorded["seconds"]
+
+
+def test_two_recordings_from_both_ends_join_into_the_pool_one_recording_makes(tiny_pool, tmp_path):
+    from eve_search.experiments.audit import run_audit
+
+    pool, _ = tiny_pool  # six configurations, recorded in one store
+    halves = []
+    for name, order in (("forward", range(3)), ("backward", reversed(range(3, 6)))):
+        prepared = prepare_audit("tiny", "tiny", ["adam", "eve"], [0], storage=f"sqlite:///{tmp_path}/{name}.db",
+                                 checkpoint_dir=tmp_path / name, budgets=RUNGS, configs=6, backward_ratio=2.0)
+        run_audit(prepared, order=order)
+        halves.append(prepared)
+    forward, backward = halves
+    assert pool_from_audit(forward, "adam").size == 3  # the prefix it holds alone
+    joined = pool_from_audit(forward, "adam", also=[backward]).as_dict()
+    assert {k: v for k, v in joined.items() if k != "recorded"} == {k: v for k, v in pool.as_dict().items()
+                                                                     if k != "recorded"} | {"trainers": joined["trainers"]}
+    for trainer in ("adam", "eve"):
+        assert joined["trainers"][trainer]["score"] == pool.as_dict()["trainers"][trainer]["score"]
+        assert joined["trainers"][trainer]["test"] == pool.as_dict()["trainers"][trainer]["test"]
+    other = prepare_audit("tiny", "tiny", ["adam", "eve"], [0], storage=f"sqlite:///{tmp_path}/other.db",
+                          checkpoint_dir=tmp_path / "other", budgets=RUNGS, configs=5, backward_ratio=2.0)
+    with pytest.raises(ValueError, match="not the same audit"):
+        pool_from_audit(forward, "adam", also=[other])

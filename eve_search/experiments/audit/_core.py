@@ -214,7 +214,8 @@ def _train_run(sweep: Sweep, index: int, recorded: Mapping[int, Mapping[str, Any
 AuditProgress = Callable[[str, int, str, int, int, int], None]
 
 
-def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress | None = None) -> int:
+def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress | None = None, *,
+              order: Sequence[int] | None = None) -> int:
     """Train every run not yet finished; returns how many runs this call trained.
 
     Seed by seed, each trainer's ratios are calibrated first (stored, so a resumed audit charges
@@ -226,6 +227,9 @@ def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress
     Args:
         prepared: the studies of :func:`prepare_audit`.
         progress: told ``(space, seed, trainer, index, done, total)`` after every run (None: nothing).
+        order: the configurations to train, in this order (default: all, in sampling order). A second
+            recording of the same audit into another store can work from the other end
+            (``reversed(range(configs))``); :func:`~eve_search.experiments.pools.pool_from_audit` joins them.
 
     Returns:
         How many (trainer, seed, configuration) runs this call trained.
@@ -265,7 +269,7 @@ def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress
                 spent[trainer] += time.perf_counter() - started
                 sweep.store.set("wall_seconds", spent[trainer])
         configs = max(len(sweep.configs) for sweep in sweeps.values())
-        for index in range(configs):
+        for index in (range(configs) if order is None else order):
             for trainer, sweep in sweeps.items():
                 if index not in finished[trainer]:
                     started = time.perf_counter()
