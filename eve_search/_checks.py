@@ -6,7 +6,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["check_int", "with_overrides"]
+__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "check_int", "with_overrides"]
+
+#: The most configurations one sweep samples (``SearchSpace.sample``, ``--configs``): the library's
+#: limit, which the command line reads from here.
+MAX_CONFIGS = 100_000
+WHY_CONFIGS = "one trial per configuration is kept in the store and ranked at every rung"
 
 _Options = TypeVar("_Options")
 

@@ -4,6 +4,7 @@ the output paths it refuses, the --plugin imports and the command's name in mess
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 
 from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, default_storage_url
 
-__all__ = ["JSON_SCHEMA_VERSION", "check_output_path", "check_outputs", "write_json"]
+__all__ = ["JSON_SCHEMA_VERSION", "KEPT_IN_STORE", "OutputError", "check_output_path", "check_outputs", "check_paths",
+           "write_json", "write_output"]
 
 
 def _command_label(args: argparse.Namespace) -> str:
@@ -76,6 +78,53 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | No
     except OSError as error:
         raise UsageError(f"eve-search {command}: an output path cannot be used ({error.strerror or error})") \
             from None
+
+
+def _path_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be used at all, whatever a command does with it (a symbolic-link loop in it,
+    or a name too long for the system), or None; a path that does not exist yet is fine."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "is a loop of symbolic links (expected a path that leads to a file or folder)"
+        if error.errno == errno.ENAMETOOLONG:
+            return f"cannot be used ({error.strerror})"
+    except ValueError:  # a NUL byte: argparse's types refuse it earlier; kept for direct callers
+        return "holds a NUL character"
+    return None
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a path argument that no command could use: one line naming the argument,
+    the path and why (see :func:`_path_problem`). Every path-valued option is checked (``--workdir``,
+    ``--data-dir``, ``--json``, ``--out``, ...), with the SQLite file of ``--storage`` and each
+    ``--plugin`` given as a file.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> (folder / "a").symlink_to(folder / "b"); (folder / "b").symlink_to(folder / "a")
+        >>> try:
+        ...     check_paths(argparse.Namespace(command="adult", workdir=folder / "a" / "runs"))
+        ... except UsageError as error:
+        ...     print(str(error).replace(str(folder), "DIR"))
+        eve-search adult: argument --workdir: 'DIR/a/runs' is a loop of symbolic links (expected a path that leads to a file or folder)
+    """
+    from eve_search.engine._stores import sqlite_file
+
+    paths = [(f"--{dest.replace('_', '-')}", value) for dest, value in vars(args).items() if isinstance(value, Path)]
+    storage = getattr(args, "storage", None)
+    database = sqlite_file(storage) if storage else None
+    if database is not None:
+        paths.append(("--storage", database))
+    paths += [("--plugin", Path(plugin)) for plugin in getattr(args, "plugin", None) or []
+              if isinstance(plugin, str) and (plugin.endswith(".py") or os.sep in plugin)]
+    for option, path in paths:
+        problem = _path_problem(path)
+        if problem is not None:
+            shown = str(path) if len(str(path)) <= 60 else "..." + str(path)[-57:]
+            raise UsageError(f"eve-search {_command_label(args)}: argument {option}: {shown!r} {problem}")
 
 
 def _storage_url(args: argparse.Namespace) -> str:
@@ -145,7 +194,44 @@ def _import_plugins(args: argparse.Namespace) -> None:
 JSON_SCHEMA_VERSION = 1
 
 
-def write_json(path: Path, kind: str, document: Any, *, indent: int = 2) -> None:
+class OutputError(ValueError):
+    """An output file (``--json``, ``--out``) that could not be written at the end: one line naming the
+    argument, the path and why; the file was left as it was (see :func:`write_output`)."""
+
+
+def write_output(path: Path, content: str, argument: str, *, kept: str = "") -> None:
+    """Write a file the user named (``--json``, ``--out``) atomically (see
+    :func:`eve_search._atomic.write_atomically`): a full disk, ``/dev/full`` or Ctrl-C leaves the old
+    file whole, never a truncated one, and a failure is :class:`OutputError`, one line.
+
+    Args:
+        path: the file.
+        content: its text (written as UTF-8).
+        argument: the option that named it, for the message.
+        kept: what the message adds about where the results still are (e.g. the store).
+
+    Example:
+        >>> write_output(Path("/dev/full"), "{}", "--json", kept="; the results are in the store")
+        Traceback (most recent call last):
+        ...
+        eve_search.cli._common.OutputError: argument --json: '/dev/full' could not be written (No space left on device); the file was left as it was; the results are in the store
+    """
+    from eve_search._atomic import write_atomically
+
+    try:
+        write_atomically(path, content, output=True)
+    except OSError as error:
+        raise OutputError(f"argument {argument}: {str(path)!r} could not be written ({error.strerror or error}); the "
+                          f"file was left as it was{kept}") from None
+
+
+#: What an output that could not be written says about the results, for commands that keep them in a store.
+KEPT_IN_STORE = "; every result is kept in the results store: the same command with --resume writes it again"
+# The --json kinds of the commands that record their results in a store (and resume from it).
+_STORED_KINDS = frozenset({"sweep", "rank", "audit", "mnist", "lora", "bench-synthetic"})
+
+
+def write_json(path: Path, kind: str, document: Any, *, indent: int = 2, kept: str | None = None) -> None:
     """Write a command's ``--json`` document, headed by what it is and its layout's version.
 
     Every ``--json`` file starts with ``"schema": "eve-search/<kind>"`` and ``"schema_version"``
@@ -153,7 +239,10 @@ def write_json(path: Path, kind: str, document: Any, *, indent: int = 2) -> None
     it). The kinds: ``sweep`` (adult, sweep), ``rank``, ``audit``, ``mnist``, ``lora``,
     ``bench-throughput``, ``bench-synthetic``, ``bench-sweep``, ``bench-memory``, ``bench-matmul``,
     ``dashboard``; each command's ``--help`` and the README say what its document holds. A document
-    that is not a mapping goes under ``"results"``. The path was checked writable before any work.
+    that is not a mapping goes under ``"results"``. The path was checked writable before any work; the
+    file is written atomically (:func:`write_output`: :class:`OutputError` in one line when it cannot
+    be, ``kept`` added to it; default: :data:`KEPT_IN_STORE` for a command that records its results
+    in a store, else nothing).
 
     Example:
         >>> import json, tempfile, pathlib
@@ -165,6 +254,8 @@ def write_json(path: Path, kind: str, document: Any, *, indent: int = 2) -> None
     import json
 
     body = dict(document) if isinstance(document, Mapping) else {"results": document}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"schema": f"eve-search/{kind}", "schema_version": JSON_SCHEMA_VERSION, **body},
-                               indent=indent, allow_nan=False if kind == "dashboard" else True))
+    text = json.dumps({"schema": f"eve-search/{kind}", "schema_version": JSON_SCHEMA_VERSION, **body},
+                      indent=indent, allow_nan=False if kind == "dashboard" else True)
+    if kept is None:
+        kept = KEPT_IN_STORE if kind in _STORED_KINDS else ""
+    write_output(path, text, "--json", kept=kept)

@@ -27,9 +27,11 @@ from eve_search.cli._common import (
     _storage_url,
     check_output_path,
     check_outputs,
+    check_paths,
     write_json,
 )
 from eve_search.cli._plugins import reported as _reported_plugin_errors
+from eve_search.cli._signals import Terminated, exit_code, signal_name, terminations
 from eve_search.cli.args import UsageError, _Parser
 
 __all__ = ["main"]
@@ -350,9 +352,6 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"eve-search {command}: argument --workers: only --backend optuna runs worker processes "
                          f"(got --backend {args.backend})")
     _check_processes(args, command)
-    if args.cohort_size is not None and args.backend == "ray":
-        raise UsageError(f"eve-search {command}: argument --cohort-size: --backend ray does not run a stream of "
-                         "cohorts from the command line yet (use --backend local or optuna)")
     check_output_path(args.json, "--json", command)
     storage = _storage_url(args)
     # Everything that can fail on bad input (data, store, settings) is checked for every optimizer
@@ -378,10 +377,10 @@ def _sweep(args: argparse.Namespace) -> int:
                 results.append(run_sweep_on_optuna(sweep, workers=args.workers or 1, progress=progress))
             else:
                 results.append(sweep.run(progress, jobs=args.jobs))
+    if args.json:  # written first: a closed standard output (`| head`) or one that cannot print loses nothing
+        write_json(args.json, "sweep", summary_json(results, storage))
     if not args.quiet:
         print_summary(results, storage)
-    if args.json:
-        write_json(args.json, "sweep", summary_json(results, storage))
     return 0
 
 
@@ -429,10 +428,10 @@ def _rank(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     document = {"task": args.task, "seeds": args.seeds, "against": against, "storage": safe_url(storage),
                 "wall_seconds": elapsed, "trained_trial_rungs": trained, "spaces": reports}
+    if args.json:  # written first, as the sweep's
+        write_json(args.json, "rank", document)
     if not args.quiet:
         print_rank_tables(document)
-    if args.json:
-        write_json(args.json, "rank", document)
     return 0
 
 
@@ -460,36 +459,111 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments after the program name (None: ``sys.argv[1:]``).
 
     Returns:
-        The exit code: 0 on success, 2 for bad input (printed as one line on stderr), 1 for a failure.
+        The exit code: 0 on success, 2 for bad input (printed as one line on stderr), 1 for a failure,
+        128 + n for a command stopped by signal n (Ctrl-C: 130, SIGTERM: 143, SIGHUP: 129; see
+        :mod:`eve_search.cli._signals`) or by its output's reader going away (141, as SIGPIPE).
 
     Example:
         >>> main(["mnist", "--budget", "0"])  # bad input: one line on stderr, exit code 2
         2
     """
-    _start_workers_early(list(sys.argv[1:] if argv is None else argv))
+    _printable_streams()
+    if _current_folder_gone():  # before anything resolves a relative path (or imports PyTorch)
+        print(f"eve-search: {_GONE}", file=sys.stderr)
+        return 2
+    with terminations():  # SIGTERM and SIGHUP stop the command as Ctrl-C does, from here on
+        return _main(argv)
+
+
+_GONE = ("the current folder no longer exists (it was deleted or moved); change to an existing folder and run "
+         "the command again")
+
+
+def _current_folder_gone() -> bool:
+    import os
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
+
+
+def _printable_streams() -> None:
+    """Text that the terminal's encoding cannot show (a unicode path under ``PYTHONIOENCODING=ascii``) is
+    printed with backslash escapes instead of failing the command once its work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        if getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # pragma: no cover - a stream that cannot change now: left as it is
+                pass
+
+
+def _prog(args: argparse.Namespace | None) -> str:
+    """The command as a message starts: ``eve-search adult``, or ``eve-search`` before the arguments are read."""
+    return "eve-search" if args is None else f"eve-search {_command_label(args)}"
+
+
+def _silence_stdout() -> None:
+    """After the reader of standard output went away (``| head``): nothing more goes there, and the
+    interpreter's final flush does not fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (captured in tests): nothing to redirect
+        pass
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    words = [str(word) for word in (sys.argv[1:] if argv is None else argv)]
+    _start_workers_early(words)
+    import signal
+
     from eve_search._imports import MissingExtraError
     from eve_search.engine._stores import close_stores, describe_failure, redact
 
+    redact(" ".join(words))  # each credential of a URL typed anywhere is known before argparse may echo a piece
     parser = _build_parser()
+    args = None
     try:
         args = parser.parse_args(argv)
+        check_paths(args)  # a symbolic-link loop in any path argument: one line naming it
         check_outputs(args)  # before any work: no output may overwrite the store, a checkpoint or an input
         return _runner(args)(args)
     except UsageError as error:
         print(redact(str(error)), file=sys.stderr)
         return 2
+    except (BrokenPipeError, SystemExit) as error:
+        # The reader of standard output went away (`| head -c 10`): a BrokenPipeError, or rich's
+        # SystemExit(1) raised while handling one. Whatever was to be kept is written before anything
+        # is printed (the store, --json), so only the rest of the printing is lost.
+        if isinstance(error, SystemExit) and not isinstance(error.__context__, BrokenPipeError):
+            raise
+        _silence_stdout()
+        print(f"{_prog(args)}: standard output was closed by its reader; stopped printing (everything recorded is "
+              "kept)", file=sys.stderr)
+        return 128 + int(getattr(signal, "SIGPIPE", 13))
     except (MissingExtraError, ValueError) as error:
         # Every ValueError a command lets through is about its input (settings, data, a cluster
         # address): one line, never a traceback. The store's, a checkpoint's and the Adult data's
         # errors are ValueErrors too, so catching them needs none of their modules (which import PyTorch).
         text = str(error).strip()
         first = text.splitlines()[0] if text else type(error).__name__
-        print(redact(f"eve-search {_command_label(args)}: {first}"), file=sys.stderr)
+        print(redact(f"{_prog(args)}: {first}"), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("eve-search: interrupted; everything recorded so far is kept (continue with --resume)",
-              file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as error:  # Ctrl-C, or SIGTERM/SIGHUP (eve_search.cli._signals)
+        how = f"interrupted by {signal_name(error.signum)}" if isinstance(error, Terminated) else "interrupted"
+        print(f"eve-search: {how}; everything recorded so far is kept (continue with --resume)", file=sys.stderr)
+        return exit_code(error)
+    except FileNotFoundError:
+        if not _current_folder_gone():
+            raise
+        print(f"eve-search: {_GONE}", file=sys.stderr)
+        return 2
     except Exception as error:
         # A store's database failing mid-run (read-only, disk full, server gone): one line; what was
         # recorded before is kept.
@@ -503,7 +577,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         # (the write-ahead log checkpointed, the connections closed): console() then skips the
         # interpreter's last collection, which would otherwise be what closes them.
         close_stores()
-    return 0
 
 
 def console() -> int:

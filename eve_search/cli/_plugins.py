@@ -17,7 +17,8 @@
 
 An exception raised by a plugin, when it is imported or later when the command runs its code
 (``load_data``, ``build_model``, a metric), is reported in one line naming the plugin, the exception
-and the plugin's file and line (:func:`describe_failure`).
+and the plugin's file and line (:func:`describe_failure`); so is a plugin's ``sys.exit()``
+(:func:`describe_exit`), which would otherwise end the command silently with the plugin's exit code.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PluginError", "describe_failure", "import_plugin", "reported"]
+__all__ = ["PluginError", "describe_exit", "describe_failure", "import_plugin", "reported"]
 
 # This module doubles as the package of plugin files: a module object with a __path__ can have
 # submodules, and the only finder that answers for them is _PluginFiles (an empty path list gives
@@ -100,6 +101,14 @@ def _registered_tasks() -> set[str]:
     return set(task_names())
 
 
+def _current_folder_exists() -> bool:
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _cwd_entries() -> set[str]:
     cwd = os.getcwd()
     return {entry for entry in sys.path if entry in ("", ".") or os.path.abspath(entry) == cwd}
@@ -150,6 +159,8 @@ def import_plugin(text: str) -> Any:
     except PluginError:
         raise
     except (Exception, SystemExit) as error:  # the user's code: reported in one line
+        if isinstance(error, FileNotFoundError) and not _current_folder_exists():
+            raise  # the current folder was deleted, not the plugin's fault: the command line says so
         missing = getattr(error, "name", None) if isinstance(error, ModuleNotFoundError) else None
         if not file_plugin and missing and (text == missing or text.startswith(missing + ".")):
             raise PluginError(f"{text!r} could not be imported (no module named {missing!r} among the installed "
@@ -219,13 +230,28 @@ def describe_failure(error: BaseException, task: str | None = None) -> str | Non
     if found is not None:
         plugin, filename, line = found
         return f"--plugin {plugin.label!r} raised {_first_line(error)} (at {os.path.basename(filename)}:{line})"
-    # An error of this package's own kinds (bad input, a store, a checkpoint) keeps its own message.
-    if isinstance(error, ValueError) or type(error).__module__.split(".")[0] == "eve_search":
+    # An error of this package's own kinds (bad input, a store, a checkpoint) keeps its own message, and
+    # so does one of the system's that no plugin frame raised (the current folder deleted, a full disk).
+    if isinstance(error, (ValueError, OSError)) or type(error).__module__.split(".")[0] == "eve_search":
         return None
     for plugin in _PLUGINS.values():
         if task is not None and task in plugin.tasks:
             return f"task {task!r} of --plugin {plugin.label!r} failed: {_first_line(error)}"
     return None
+
+
+def describe_exit(error: SystemExit) -> str | None:
+    """One line for a ``SystemExit`` raised by plugin code (``sys.exit(3)`` in a metric), or None when no
+    plugin raised it (a genuine exit of the command)."""
+    code = error.code
+    call = f"sys.exit({code!r})" if code is not None else "sys.exit()"
+    after = ("; a task's code must raise an exception, not end the process; everything recorded so far is kept "
+             "(continue with --resume)")
+    found = _plugin_frame(error)  # (only plugin code counts: rich, say, exits on a closed standard output)
+    if found is None:
+        return None
+    plugin, filename, line = found
+    return f"--plugin {plugin.label!r} called {call} (at {os.path.basename(filename)}:{line}){after}"
 
 
 def reported(command: Callable[[Any], int]) -> Callable[[Any], int]:
@@ -240,6 +266,15 @@ def reported(command: Callable[[Any], int]) -> Callable[[Any], int]:
             return command(args)
         except UsageError:
             raise
+        except SystemExit as error:
+            # A plugin's sys.exit() (or exit()) inside load_data, build_model, a metric...: the command
+            # stops as for any error of plugin code, in one line, instead of ending the process
+            # silently with the plugin's code. Everything recorded so far is kept and resumes.
+            line = describe_exit(error) if getattr(args, "plugin", None) else None
+            if line is None:
+                raise
+            prog = f"eve-search {args.command}" + (f" {args.dataset}" if getattr(args, "dataset", None) else "")
+            raise UsageError(f"{prog}: {line}") from None
         except Exception as error:
             if not getattr(args, "plugin", None):
                 raise

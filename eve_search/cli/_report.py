@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,7 +16,8 @@ from eve_search.engine._stores import safe_url
 from eve_search.engine.sha import rung_sizes
 from eve_search.engine.sweep import SweepResult, SweepSettings
 
-__all__ = ["SweepProgress", "print_rank_tables", "print_summary", "summary_json", "time_ratio"]
+__all__ = ["SweepProgress", "diverged_trials", "print_rank_tables", "print_summary", "score_text", "summary_json",
+           "time_ratio"]
 
 
 class SweepProgress:
@@ -49,7 +51,7 @@ class SweepProgress:
         elapsed = time.perf_counter() - self._started
         if phase == "training":
             budget = s.rungs[rung]
-            shown = "-" if best is None else f"{best:.4f}"
+            shown = score_text(best)
             status = f"rung {rung + 1}/{len(s.rungs)} (budget {budget:g}): {done}/{total} trials | best val {shown}"
         else:
             status = phase
@@ -88,6 +90,42 @@ def _metric_label(result: SweepResult) -> str:
     return "acc" if result.metric == "accuracy" else result.metric
 
 
+def score_text(score: float | None) -> str:
+    """A score as the table shows it: four decimals, in exponent form when large (a diverged loss), and
+    ``diverged (nan)`` for a score that is not finite.
+
+    Example:
+        >>> score_text(0.85123), score_text(3.4e34), score_text(float("nan")), score_text(None)
+        ('0.8512', '3.400e+34', 'diverged (nan)', '-')
+    """
+    if score is None:
+        return "-"
+    if not math.isfinite(score):
+        return f"diverged ({score})"
+    return f"{score:.4f}" if abs(score) < 1e6 else f"{score:.3e}"
+
+
+def diverged_trials(result: SweepResult) -> list[int]:
+    """The configurations of ``result`` with a score that is not finite at some rung (training diverged,
+    or the metric gave no number): they rank last at that rung."""
+    return [trial["index"] for trial in result.trials
+            if any(not math.isfinite(score) for score in trial["scores"].values())]
+
+
+def _divergence_note(result: SweepResult) -> str | None:
+    diverged = diverged_trials(result)
+    if not diverged:
+        return None
+    note = (f"{result.optimizer}: training diverged for {len(diverged)} of {len(result.trials)} configurations (a "
+            f"validation {result.metric} that is NaN or infinite, ranked last)")
+    if not math.isfinite(result.winner["score"]):
+        note += (f"; even the configuration kept to the last rung diverged (its {result.metric}: "
+                 f"{result.winner['score']})")
+    if not math.isfinite(result.best["score"]):
+        note += "; no configuration scored a finite value"
+    return note
+
+
 def print_summary(results: list[SweepResult], storage: str, console: Console | None = None) -> None:
     # A pipe or a file gets a width that fits the table instead of rich's 80-column default.
     console = console or Console(width=None if Console().is_terminal else 160)
@@ -102,9 +140,13 @@ def print_summary(results: list[SweepResult], storage: str, console: Console | N
     for r in results:
         test = (r.best.get("test") or {}).get(r.metric)
         table.add_row(r.optimizer, f"{r.wall_seconds:.1f}", f"{r.training_seconds:.1f}", f"{r.charged_units:,.0f}",
-                      f"{r.best['score']:.4f}", "-" if test is None else f"{test:.4f}",
+                      score_text(r.best["score"]), score_text(test),
                       f"{_describe(r.best['config'])} ({r.best['budget']:g})")
     console.print(table)
+    for r in results:
+        note = _divergence_note(r)
+        if note is not None:
+            console.print(note)
     ratio = time_ratio(results)
     if ratio is not None:
         console.print(f"EvE/Adam time ratio: {ratio['wall_seconds']:.2f} (whole sweep), "
@@ -129,8 +171,9 @@ def summary_json(results: list[SweepResult], storage: str) -> dict[str, Any]:
         "seed": first.seed,
         "metric": first.metric,
         "storage": safe_url(storage),  # never a password
-        "optimizers": {r.optimizer: {key: value for key, value in r.as_dict().items()
-                                     if key not in ("task", "optimizer", "space", "seed", "metric")} for r in results},
+        "optimizers": {r.optimizer: {**{key: value for key, value in r.as_dict().items()
+                                        if key not in ("task", "optimizer", "space", "seed", "metric")},
+                                     "diverged": diverged_trials(r)} for r in results},
         "eve_over_adam_time": ratio,
     }
 

@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from eve_search._checks import MAX_CONFIGS, WHY_CONFIGS
 from eve_search._openmp import available_cpus
 from eve_search.engine import MAX_JOBS
 
@@ -97,8 +98,6 @@ class _Parser(argparse.ArgumentParser):
 
 # The limits (README "Limits"). Each says why in the message a value beyond it gets. ------------------
 
-MAX_CONFIGS = 100_000
-WHY_CONFIGS = "one trial per configuration is kept in the store and ranked at every rung"
 MAX_BUDGET = 10**9
 WHY_BUDGET = "evaluation units per trial; a billion is days of training for the largest model here"
 MAX_RUNGS = 100

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from eve_search.analysis.summary import mean_std
+from eve_search.engine._stores import redact, safe_url  # the one URL mask: every credential a URL can carry
 
 __all__ = [
     "PAPER_ADULT_SWEEPS",
@@ -127,27 +128,6 @@ def register_kind(kind: str, collect: KindCollector) -> None:
 # Reading -----------------------------------------------------------------------------------------
 
 
-def safe_url(url: str) -> str:
-    """The storage URL with any password masked, fit to show on a page.
-
-    Args:
-        url: a storage URL (SQLAlchemy's form; anything else shows only what follows its last ``@``).
-
-    Returns:
-        The URL with its password replaced by ``***``.
-
-    Example:
-        >>> safe_url("postgresql://ann:secret@db/runs")
-        'postgresql://ann:***@db/runs'
-    """
-    try:
-        from sqlalchemy.engine import make_url
-
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 not a URL sqlalchemy understands: show nothing of it that could be secret
-        return url.split("@")[-1] if "@" in url else url
-
-
 def _open_storage(url: str):
     from eve_search._imports import require
     from eve_search.engine.store import StoreError
@@ -159,7 +139,7 @@ def _open_storage(url: str):
 
         parsed = make_url(url)
     except Exception:  # noqa: BLE001 sqlalchemy raises several kinds for a malformed URL
-        raise StoreError(f"--storage {url!r}: not an SQLAlchemy URL (expected e.g. sqlite:///runs/results.db "
+        raise StoreError(f"--storage {safe_url(url)!r}: not an SQLAlchemy URL (expected e.g. sqlite:///runs/results.db "
                          "or postgresql+psycopg2://user@host/db)") from None
     local = parsed.drivername.startswith("sqlite") and parsed.database not in (None, "", ":memory:")
     if local and not Path(parsed.database).is_file():
@@ -183,7 +163,7 @@ def _open_storage(url: str):
     except Exception as error:  # noqa: BLE001 SQLAlchemy raises many kinds; the user needs one line of any
         text = str(error).strip()
         first_line = text.splitlines()[0] if text else type(error).__name__
-        raise StoreError(f"--storage {safe_url(url)!r}: cannot open the results store ({first_line})") from None
+        raise StoreError(f"--storage {safe_url(url)!r}: cannot open the results store ({redact(first_line)})") from None
 
 
 def read_store(url: str) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from eve_search.data._idx import (
     read_idx,
     read_idx_dataset,
 )
-from eve_search.data._splits import Splits
+from eve_search.data._splits import Splits, splits_checksum
 
 __all__ = [
     "ADULT_SHA256",
@@ -38,4 +38,5 @@ __all__ = [
     "load_idx_splits",
     "read_idx",
     "read_idx_dataset",
+    "splits_checksum",
 ]

@@ -4,7 +4,14 @@ Entries are ``.npz`` files of plain numeric and string arrays, read with ``allow
 an entry never executes code). An entry's name carries its key (for a dataset: the sha256 of its source
 files and the preprocessing version), it is written to a temporary file in the cache folder and renamed
 into place (a killed process leaves the old entry or the new one, never half of one), and an entry that
-cannot be read or does not have the expected arrays is recomputed and rewritten. The folder is
+cannot be read or does not have the expected arrays is recomputed and rewritten.
+
+Each entry also holds the sha256 of its key and arrays, taken when it was made, and every read checks
+the arrays against it: an entry changed afterwards (labels flipped in the ``.npz``, a bit rotted) is
+named on stderr, recomputed from the source and rewritten, so it never changes a score. The check
+is against accidents and casual edits, not against someone who recomputes the sum as well: the cache
+is trusted as the user's own files are (anyone who can write it can write the user's home). An entry
+without the sum (written by eve-search 0.3 or earlier) is recomputed once. The folder is
 ``$EVE_SEARCH_CACHE``, else ``$XDG_CACHE_HOME/eve-search``, else ``~/.cache/eve-search``; when it cannot
 be written the data is simply computed every time.
 
@@ -20,9 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
-import tempfile
+import sys
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,9 +54,23 @@ def cache_folder() -> Path:
 CACHE_MAX_BYTES = 1 << 30
 
 
-def _read(path: Path, names: Sequence[str]) -> dict[str, np.ndarray] | None:
+_DIGEST = "__sha256__"  # the entry's own array: the sha256 of its key and arrays, taken when it was made
+
+
+def _digest(key: str, arrays: dict[str, np.ndarray]) -> str:
+    """The sha256 of ``key`` and every array (its name, dtype, shape and bytes), in name order."""
+    digest = hashlib.sha256(key.encode())
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"\0{name}\0{array.dtype.str}\0{array.shape}\0".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def _read(path: Path, names: Sequence[str], key: str) -> dict[str, np.ndarray] | None:
     """The entry's arrays, or None (recompute) when it is missing, not a regular file (a named pipe
-    is never waited on), corrupt, foreign, or declares more than ``CACHE_MAX_BYTES``."""
+    is never waited on), corrupt, foreign, declares more than ``CACHE_MAX_BYTES``, or does not match
+    the sha256 it was made with (said on stderr: it was changed after it was written)."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -69,41 +91,43 @@ def _read(path: Path, names: Sequence[str]) -> dict[str, np.ndarray] | None:
                     return None
             handle.seek(0)
             with np.load(handle, allow_pickle=False) as entry:
-                if set(entry.files) != set(names):
+                if set(entry.files) != {*names, _DIGEST}:
                     return None
-                return {name: entry[name] for name in names}
+                arrays = {name: entry[name] for name in names}
+                recorded = entry[_DIGEST]
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None  # truncated, corrupt or foreign: recompute
+    if recorded.shape != () or str(recorded) != _digest(key, arrays):
+        print(f"eve-search: the cached data {str(path)!r} does not match the checksum it was made with (it was "
+              "changed after it was written); recomputed it from the source files", file=sys.stderr)
+        return None
+    return arrays
 
 
-def _write(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    except OSError:
-        return  # a read-only home: no cache, same results
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def _write(path: Path, arrays: dict[str, np.ndarray], key: str) -> None:
+    import io
+
+    from eve_search._atomic import write_atomically
+
+    content = io.BytesIO()
+    np.savez(content, **arrays, **{_DIGEST: np.array(_digest(key, arrays))})
+    write_atomically(path, content.getvalue())
 
 
 def cached_arrays(kind: str, key: str, compute: Callable[[], dict[str, np.ndarray]], names: Sequence[str], *,
                   folder: Path | None = None) -> dict[str, np.ndarray]:
-    """The arrays ``compute()`` returns, from the cache entry ``{kind}-{key}.npz`` when it is readable and
-    holds exactly ``names``; otherwise computed and written there (atomically)."""
+    """The arrays ``compute()`` returns, from the cache entry ``{kind}-{key}.npz`` when it is readable, holds
+    exactly ``names`` and matches the sha256 it was made with; otherwise computed and written there
+    (atomically)."""
     path = (cache_folder() if folder is None else folder) / f"{kind}-{key}.npz"
-    arrays = _read(path, names)
+    arrays = _read(path, names, f"{kind}-{key}")
     if arrays is not None:
         return arrays
     arrays = compute()
     if set(arrays) != set(names):
         raise ValueError(f"Invalid arrays: {sorted(arrays)} (expected {sorted(names)})")
     try:
-        _write(path, arrays)
+        _write(path, arrays, f"{kind}-{key}")
     except OSError:
         pass  # a full disk or a folder we may not write: the arrays are still right
     return arrays

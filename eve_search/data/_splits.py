@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+import weakref
+from dataclasses import dataclass, fields
 
 import torch
 
-__all__ = ["Splits"]
+__all__ = ["Splits", "splits_checksum"]
+
+_CHECKSUMS: dict[int, str] = {}  # id(splits) -> checksum, while that object lives
 
 
 @dataclass(frozen=True)
@@ -42,3 +46,38 @@ class Splits:
         if name not in ("train", "val", "test"):
             raise ValueError(f"Invalid split: {name!r} (expected 'train', 'val' or 'test')")
         return getattr(self, f"x_{name}"), getattr(self, f"y_{name}")
+
+
+def splits_checksum(data: Splits) -> str:
+    """The sha256 of every tensor of ``data`` (each one's name, dtype, shape and bytes, in field order):
+    the data's identity, which a sweep stores so that ``--resume`` on other data is refused. Computed
+    once per object.
+
+    Args:
+        data: the splits (a subclass's extra fields that are not tensors are left out).
+
+    Returns:
+        64 hexadecimal digits.
+
+    Example:
+        >>> a = Splits(*[torch.zeros(2, 1)] * 6)
+        >>> b = Splits(*[torch.zeros(2, 1)] * 5, torch.ones(2, 1))
+        >>> splits_checksum(a) == splits_checksum(Splits(*[torch.zeros(2, 1)] * 6))
+        True
+        >>> splits_checksum(a) == splits_checksum(b)
+        False
+    """
+    key = id(data)
+    if key in _CHECKSUMS:
+        return _CHECKSUMS[key]
+    digest = hashlib.sha256()
+    for field in fields(data):
+        tensor = getattr(data, field.name)
+        if not isinstance(tensor, torch.Tensor):
+            continue
+        tensor = tensor.detach().to("cpu").contiguous()
+        digest.update(f"\0{field.name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())
+    _CHECKSUMS[key] = checksum = digest.hexdigest()
+    weakref.finalize(data, _CHECKSUMS.pop, key, None)
+    return checksum

@@ -41,8 +41,16 @@ _lock = threading.Lock()
 _engines: weakref.WeakSet[Any] = weakref.WeakSet()
 _tracking = False
 _secrets: set[str] = set()
-# userinfo of a URL (scheme://user:password@...), for text SQLAlchemy cannot parse
+# userinfo of a URL (scheme://user:password@...), up to its last "@": more is masked rather than less
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:/@]*):(.*)@")
+# A query parameter named for a credential in some SQLAlchemy dialect or DBAPI driver (libpq's password
+# and sslpassword, PyMySQL's passwd, pyodbc's PWD, tokens and private keys of cloud warehouses), or
+# whose value holds one (an ODBC connection string).
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|key|auth|credential", re.IGNORECASE)
+_SECRET_VALUE = re.compile(r"(?:^|[;&?])\s*(?:pwd|password|passwd)\s*=", re.IGNORECASE)
+# A URL inside a message (a repr's quotes, brackets and spaces end it), and what may follow one there.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]+")
+_TRAILING = ").,;:]}"
 _SCHEMA_ATTEMPTS = 6
 _LOCK_SECONDS = 60.0
 
@@ -56,41 +64,76 @@ def _remember(secret: str | None) -> None:
             _secrets.add(secret)
 
 
+def _credential(key: str, value: str) -> bool:
+    """Whether the query parameter ``key=value`` of a URL carries a credential."""
+    return bool(_SECRET_KEY.search(key) or _SECRET_VALUE.search(value))
+
+
 def safe_url(url: str) -> str:
-    """``url`` as it may be shown: any password replaced by ``***`` (and remembered for :func:`redact`).
+    """``url`` as it may be shown: every credential an SQLAlchemy URL can carry replaced by ``***``, and
+    remembered for :func:`redact`. The one place URLs are masked: every message, ``--json`` document,
+    table and dashboard page that shows a store's URL goes through it.
+
+    Masked: the password of the userinfo (``user:PASSWORD@host``, up to its last ``@``), and the value
+    of every query parameter that names a credential in some dialect or driver (``password``,
+    ``passwd``, ``pwd``, ``sslpassword``, ``secret``, ``token``, ``*key*``, ``auth*``, ``credential*``,
+    e.g. ``?password=...`` which libpq reads) or that holds one (an ``odbc_connect`` string with
+    ``PWD=``). Everything else keeps the user's own spelling. Text that is not a URL SQLAlchemy parses
+    is masked the same way.
+
+    Args:
+        url: a store's URL (or any text that may be one).
+
+    Returns:
+        The URL with every credential replaced by ``***``.
+
+    Example:
 
     >>> safe_url("postgresql+psycopg2://ann:s3cret@db.example/runs")
     'postgresql+psycopg2://ann:***@db.example/runs'
+    >>> safe_url("postgresql+psycopg2://bob@db.example/runs?sslmode=require&password=s3cret")
+    'postgresql+psycopg2://bob@db.example/runs?sslmode=require&password=***'
+    >>> safe_url("mssql+pyodbc:///?odbc_connect=DRIVER%3D%7BODBC%7D%3BUID%3Dbob%3BPWD%3Ds3cret")
+    'mssql+pyodbc:///?odbc_connect=***'
     >>> safe_url("sqlite:///runs/results.db")
     'sqlite:///runs/results.db'
     """
+    from urllib.parse import unquote_plus
+
     url = str(url)
     match = _USERINFO.match(url)
-    if match is None:
-        return url  # no userinfo with a password: nothing to hide, and the user's own spelling is kept
-    _remember(match.group(2))
-    try:
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-    except Exception:  # noqa: BLE001 not a URL SQLAlchemy understands: hide everything the userinfo could hold
-        return f"{match.group(1)}:***@{url[match.end():]}"
-    _remember(parsed.password if isinstance(parsed.password, str) else None)
-    return parsed.render_as_string(hide_password=True)
+    if match is not None:
+        _remember(match.group(2))
+        _remember(unquote_plus(match.group(2)))
+        url = f"{match.group(1)}:***@{url[match.end():]}"
+    head, mark, query = url.partition("?")
+    if not mark:
+        return url
+    parts = re.split(r"([&;])", query)  # the separators kept, at the odd positions
+    for position in range(0, len(parts), 2):
+        key, equals, value = parts[position].partition("=")
+        if equals and value and _credential(unquote_plus(key), unquote_plus(value)):
+            _remember(value)
+            _remember(unquote_plus(value))
+            parts[position] = f"{key}=***"
+    return head + mark + "".join(parts)
 
 
 def redact(text: str) -> str:
-    """``text`` with every password seen by :func:`safe_url` (or in a URL within ``text``) masked."""
-    text = str(text)
-    for word in text.split():
-        if "://" in word:
-            safe_url(word.strip("'\"(),;"))
+    """``text`` with every URL in it masked by :func:`safe_url`, and every secret :func:`safe_url` has seen
+    masked wherever it appears (one of six characters or more; a shorter one only inside a URL)."""
+    from urllib.parse import quote
+
+    def masked(match: re.Match[str]) -> str:
+        word = match.group(0)
+        kept = word.rstrip(_TRAILING)
+        return safe_url(kept) + word[len(kept):]
+
+    text = _URL_IN_TEXT.sub(masked, str(text))
     with _lock:
         secrets = sorted(_secrets, key=len, reverse=True)
     for secret in secrets:
-        from urllib.parse import quote
-
-        for form in {secret, quote(secret, safe="")}:
+        for form in {secret, quote(secret, safe=""), quote(secret)}:
             text = text.replace(f":{form}@", ":***@")
             if len(form) >= 6:  # a short one would mask ordinary words; in a URL it is masked above
                 text = text.replace(form, "***")

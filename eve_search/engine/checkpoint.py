@@ -44,7 +44,6 @@ import os
 import pickle
 import stat
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -239,24 +238,16 @@ def save_atomically(state: dict[str, Any] | bytes, path: str | os.PathLike) -> N
         ...     print(load_state(path)["weights"], [p.name for p in path.parent.iterdir()])
         tensor([1., 1.]) ['0.pt']
     """
+    from eve_search._atomic import write_atomically
+
     path = Path(path)
     content = state if isinstance(state, bytes) else state_bytes(state)
     if path.is_dir():  # os.replace would fail only after the whole file is written
         raise CheckpointError(f"checkpoint {path}: is a directory, not a checkpoint file ({_MOVE_AWAY})")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+        write_atomically(path, content)
     except OSError as error:
         raise _unwritable(path, error) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        os.replace(tmp, path)
-    except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise _unwritable(path, error) from None
-        raise
 
 
 _MOVE_AWAY = "move it away, then run again with --resume: the trial is retrained exactly"

@@ -9,7 +9,9 @@ last rung promotes nobody: its trials are complete. With 48 configurations and t
 100/300/900/2,700/3,000 the rungs hold 48, 16, 6, 2 and 1 trials (paper, Appendix "UCI Adult").
 
 One tie-break everywhere (:func:`rank_order`): a better score first; equal scores in the order the
-trials joined the cohort (for a sweep, the configuration sampled first); a NaN score last. The
+trials joined the cohort (for a sweep, the configuration sampled first); a score that is not finite
+(NaN, or an infinity: training diverged, or a metric gave no number) last, whatever the mode: an
+infinite accuracy never wins a rung. The
 in-process engine, the Ray Tune scheduler, the Optuna pruner, the sweep's winner and the ranking's
 top configuration all use it.
 
@@ -38,6 +40,7 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_RUNGS",
+    "MAX_RUNGS",
     "PROMOTED_FRACTION",
     "RungDecision",
     "RungLedger",
@@ -53,6 +56,10 @@ __all__ = [
 DEFAULT_RUNGS = (100, 300, 900, 2700, 3000)
 PROMOTED_FRACTION = 1.0 / 3.0
 MODES = ("max", "min")
+#: The most rungs a ledger holds, whoever builds it (a sweep, the Ray scheduler, the Optuna pruner):
+#: each rung is a barrier the whole cohort waits at, and a reduction factor barely above 1 over a
+#: long run would otherwise ask for millions of them (and exhaust the memory building the list).
+MAX_RUNGS = 1000
 
 
 def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
@@ -83,6 +90,9 @@ def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
     if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r != int(r) or r <= 0
            for r in values):
         raise ValueError(f"Invalid rungs: {shown} (expected positive whole numbers of evaluation units)")
+    if len(values) > MAX_RUNGS:
+        raise ValueError(f"Invalid rungs: {len(values):,} budgets is more than {MAX_RUNGS:,} (each rung is a barrier "
+                         "every trial of the cohort waits at)")
     budgets = tuple(int(r) for r in values)
     if any(b <= a for a, b in itertools.pairwise(budgets)):
         raise ValueError(f"Invalid rungs: {shown} (expected strictly increasing cumulative budgets)")
@@ -109,6 +119,12 @@ def rungs_from_geometric(min_resource: float, max_resource: float, reduction_fac
     (1, 3, 9, 27, 81, 100)
     >>> rungs_from_geometric(100, 3000, 3)
     (100, 300, 900, 2700, 3000)
+    >>> rungs_from_geometric(1, 10**9, 1.0000001)
+    Traceback (most recent call last):
+    ...
+    ValueError: Invalid reduction_factor: 1.0000001 makes more than 1,000 rungs from 1 to 1e+09 (expected a larger factor, or a smaller range of steps)
+
+    At most :data:`MAX_RUNGS` rungs, found in as many steps (never one per geometric term).
     """
     for name, value in (("min_resource", min_resource), ("max_resource", max_resource)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
@@ -126,9 +142,22 @@ def rungs_from_geometric(min_resource: float, max_resource: float, reduction_fac
         step = math.ceil(budget - 1e-9)
         if not rungs or step > rungs[-1]:
             rungs.append(step)
-        budget *= reduction_factor
+            if len(rungs) > MAX_RUNGS:  # refused before the list grows any further
+                break
+            budget *= reduction_factor
+        else:
+            # Below 1 / (reduction_factor - 1) steps one factor does not reach the next whole step: jump
+            # over the terms that would round to the same rung instead of walking through them (a
+            # factor of 1.0000001 would take millions of iterations). The jump stops a term short of
+            # the next rung, so no rung is skipped.
+            terms = math.floor(math.log((rungs[-1] + 1e-9) / budget) / math.log(reduction_factor))
+            budget *= reduction_factor ** max(1, terms - 1)
     if not rungs or int(max_resource) > rungs[-1]:
         rungs.append(int(max_resource))
+    if len(rungs) > MAX_RUNGS:
+        raise ValueError(f"Invalid reduction_factor: {reduction_factor!r} makes more than {MAX_RUNGS:,} rungs from "
+                         f"{min_resource:g} to {max_resource:g} (expected a larger factor, or a smaller range of "
+                         "steps)")
     return check_rungs(rungs)
 
 
@@ -180,7 +209,7 @@ def promotion_count(survivors: int, fraction: float = PROMOTED_FRACTION) -> int:
 
 def rank_order(scores: Mapping[Any, float], mode: str = "max") -> list[Any]:
     """The keys of ``scores`` from best to worst: a better score first, ties in the mapping's order
-    (the order trials joined), NaN last.
+    (the order trials joined), a score that is not finite (NaN, +-inf) last.
 
     Args:
         scores: each trial's score, in the order that breaks ties.
@@ -192,13 +221,15 @@ def rank_order(scores: Mapping[Any, float], mode: str = "max") -> list[Any]:
     Example:
     >>> rank_order({"x": 0.5, "y": float("nan"), "z": 0.5, "w": 0.9})
     ['w', 'x', 'z', 'y']
+    >>> rank_order({"x": 0.5, "y": float("inf"), "z": 0.9}), rank_order({"x": 0.5, "y": float("-inf")}, "min")
+    (['z', 'x', 'y'], ['x', 'y'])
     """
     sign = -1.0 if _check_mode(mode) == "max" else 1.0
     position = {key: k for k, key in enumerate(scores)}
 
     def key(name: Any) -> tuple[float, int]:
         score = scores[name]
-        return (sign * score if not math.isnan(score) else math.inf, position[name])
+        return (sign * score if math.isfinite(score) else math.inf, position[name])
 
     return sorted(scores, key=key)
 

@@ -268,6 +268,9 @@ class SweepStore:
         settings: everything that defines the sweep; resuming with different settings is refused.
         direction: ``"maximize"`` or ``"minimize"`` (the task's mode).
         resume: continue an existing sweep of this name (a missing one starts fresh).
+        data: the identity of the data the sweep trains on, ``{"sha256": ..., "data_dir": ...}`` (see
+            :func:`~eve_search.data.splits_checksum`): stored with a new sweep, and a resumed one whose
+            stored checksum differs is refused (a sweep stored without one gets it now); None: not checked.
 
     Example:
         >>> import tempfile
@@ -285,7 +288,7 @@ class SweepStore:
 
     def __init__(self, storage: str, name: str, configs: list[dict[str, Any]], space: SearchSpace,
                  checkpoint_dir: Path, settings: dict[str, Any], *, direction: str = "maximize",
-                 resume: bool) -> None:
+                 resume: bool, data: dict[str, Any] | None = None) -> None:
         optuna = require("optuna", "optuna")
         self._optuna = optuna
         self.url = storage
@@ -325,6 +328,8 @@ class SweepStore:
                     different = sorted(k for k in set(saved) | set(settings) if saved.get(k) != settings.get(k))
                     raise StoreError(f"sweep {name!r} was started with other settings ({', '.join(different)}); "
                                      "resume it with the same arguments or use another --storage")
+            if data is not None:
+                self._check_data(data)
             # Checked before anything is written or trained: the id names the checkpoint folder.
             self.sweep_id = check_sweep_id(name, self.study.user_attrs.get("sweep_id", _MISSING))
             self.checkpoint_dir = checkpoint_folder(checkpoint_dir, name, self.sweep_id)
@@ -346,12 +351,41 @@ class SweepStore:
             reason = describe_failure(error) or redact(_first_line(error))
             raise StoreError(f"--storage {safe_url(storage)!r}: {reason}") from None
 
+    def _check_data(self, data: dict[str, Any]) -> None:
+        """Refuse to continue a sweep on other data than it started on (its rungs would be decided on
+        one data set and the next ones trained on another); record the identity of a sweep without one."""
+        stored = self.study.user_attrs.get("data")
+        if stored is None:
+            self.study.set_user_attr("data", data)
+            return
+        if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), str):
+            raise altered(self.name, "data", stored, "the checksum of the data the sweep trains on")
+        if stored["sha256"] != data.get("sha256"):
+            def source(identity: dict[str, Any]) -> str:
+                where = identity.get("data_dir")
+                return "the task's default data" if where is None else f"--data-dir {where!r}"
+
+            raise StoreError(f"sweep {self.name!r} was started on other data: {source(stored)} (sha256 "
+                             f"{stored['sha256'][:12]}...), not {source(data)} (sha256 "
+                             f"{str(data.get('sha256'))[:12]}...); resume it with the data it started on, or use "
+                             "another --storage")
+
     def _ensure_trials(self) -> dict[int, int]:
         """One RUNNING Optuna trial per configuration (the sweep is its only writer), index -> number."""
         optuna = self._optuna
         current = self._indexed(configs=True)
         missing = [index for index in range(len(self.configs)) if index not in current]
         if missing:
+            # Optuna numbers a new trial by the study's trial count: with a row deleted outside eve-search
+            # that number is already taken, and the store would hold two trials of one number (Optuna then
+            # reads back only one of them). Such a store is refused instead of re-adding the trial. (Trials
+            # missing at the end of the numbers are added: a sweep stopped while it created them.)
+            numbers = sorted(frozen.number for frozen in self.study.get_trials(deepcopy=False))
+            gap = next((n for n, number in enumerate(numbers) if number != n), None)
+            if gap is not None:
+                raise StoreError(f"results store: sweep {self.name!r}: configuration {missing[0]} has no trial and "
+                                 f"trial #{gap} is missing (expected trials numbered from 0 to {numbers[-1]} without a "
+                                 f"gap: a row was deleted); {ALTERED}")
             distributions = self.space.distributions()
             trials = [
                 optuna.trial.create_trial(

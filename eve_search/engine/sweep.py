@@ -37,6 +37,7 @@ from eve_search.optim import optimizer_names
 from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_torch_thread
 from eve_search.tasks.spaces import Config, get_space
 from eve_search.engine.store import SweepStore, study_name
+from eve_search.data import splits_checksum
 from eve_search.tasks import Splits, Task, get_task
 from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
@@ -287,16 +288,17 @@ class Sweep:
         best result found (:meth:`test_best`), not at every improvement. Records nothing itself.
 
         "Best" is :meth:`~eve_search.engine.store.SweepStore.best_found`'s order: the higher score
-        (lower in "min" mode), ties to the earlier rung, then the configuration sampled first; NaN never.
+        (lower in "min" mode), ties to the earlier rung, then the configuration sampled first; a score that is
+        not finite (NaN, +-inf) never.
         """
         score = trial.score(metrics)
-        if math.isnan(score):
+        if not math.isfinite(score):
             return {}
         key = (int(trial.budget), int(trial.index))
         if self._best_seen is None:  # after a restart: the best recorded so far, its state not at hand
             details = self.store.rung_details()
             best = self.store.best_found(details, self.task.mode) if any(details.values()) else None
-            if best is not None and not math.isnan(best["score"]):
+            if best is not None and math.isfinite(best["score"]):
                 self._best_seen = (best["score"], (best["budget"], best["index"]), None)
         if self._best_seen is not None:
             seen, seen_key, _ = self._best_seen
@@ -323,7 +325,7 @@ class Sweep:
         if not any(details.values()):
             return
         best = self.store.best_found(details, self.task.mode)
-        if best["test"] is not None or math.isnan(best["score"]):
+        if best["test"] is not None or not math.isfinite(best["score"]):
             return
         index, budget = best["index"], best["budget"]
         kept = self._best_seen
@@ -400,7 +402,7 @@ class Sweep:
                 state.update(rung=rung, done=done_at[rung])
             done_at[rung] += 1
             state["done"] = done_at[rung]
-            if not math.isnan(score) and (state["best"] is None or sign * score > sign * state["best"]):
+            if math.isfinite(score) and (state["best"] is None or sign * score > sign * state["best"]):
                 state["best"] = score
             if not resumed:
                 state["trained"] += 1
@@ -495,7 +497,7 @@ def model_sizes(task: Task, data: Splits, configs: list[Config]) -> Callable[[in
     def cost(index: int) -> float:
         key = task.cost_key(configs[index])
         if key not in sizes:
-            model = task.build_model(configs[index], data, torch.Generator().manual_seed(0))
+            model = task.new_model(configs[index], data, torch.Generator().manual_seed(0))
             sizes[key] = float(sum(p.numel() for p in model.parameters()))
         return sizes[key]
 
@@ -534,7 +536,8 @@ def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path
         A :class:`Sweep`; ``sweep.run(progress)`` trains it and returns its :class:`SweepResult`.
 
     Raises:
-        StoreError: the store cannot be opened, or holds a sweep of that name with other settings.
+        StoreError: the store cannot be opened, or holds a sweep of that name with other settings, or one
+            started on other data (the checksum of the loaded splits is stored with the sweep).
 
     Example:
         >>> import tempfile
@@ -550,8 +553,10 @@ def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path
     data = task.data(data_dir)
     space = get_space(settings.space)
     configs = space.sample(settings.configs, settings.config_seed)
+    identity = {"sha256": splits_checksum(data),
+                "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
     store = SweepStore(storage, settings.name, configs, space, checkpoint_dir, settings.as_dict(),
-                       direction="maximize" if task.mode == "max" else "minimize", resume=resume)
+                       direction="maximize" if task.mode == "max" else "minimize", resume=resume, data=identity)
     return Sweep(settings, task, data, configs, store, data_dir=data_dir)
 
 

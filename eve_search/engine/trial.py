@@ -104,7 +104,7 @@ def evaluate_checkpoint(task: Task, config: Config, content: bytes, split: str =
     if budget is not None and state.get("budget") != budget:
         raise CheckpointError(f"checkpoint holds the state at budget {state.get('budget')!r}, not {budget}")
     # The same generator as the trial's: frozen weights (a LoRA base model) are rebuilt, never saved.
-    model = task.build_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
+    model = task.new_model(dict(config), data, torch.Generator().manual_seed(trial_seeds(seed, index)[0]))
     try:
         _load_model_state(model, state["model"])
     except _UNFIT as error:
@@ -191,7 +191,7 @@ class Trial:
         self.owner = str(owner)
         self.data = self.task.data() if data is None else data
         init_seed, batch_seed, optimizer_seed = trial_seeds(self.seed, self.index)
-        self.model = self.task.build_model(self.config, self.data, torch.Generator().manual_seed(init_seed))
+        self.model = self.task.new_model(self.config, self.data, torch.Generator().manual_seed(init_seed))
         on_cuda = any(p.is_cuda for p in self.model.parameters())
         # On a GPU the clock is read only after the device has finished (paper, Appendix "Evaluation-Cost
         # Accounting": asynchronous kernels are not free).

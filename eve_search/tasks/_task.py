@@ -14,7 +14,8 @@ from torch import nn
 from eve_search._checks import check_int
 from eve_search.data._splits import Splits
 
-__all__ = ["MODES", "Config", "Splits", "Task", "check_batch_size", "classification_metrics", "cross_entropy_loss"]
+__all__ = ["MODES", "Config", "Splits", "Task", "check_batch_size", "classification_metrics", "cross_entropy_loss",
+           "describe_function"]
 
 Config = dict[str, Any]
 MODES = ("max", "min")
@@ -63,6 +64,33 @@ def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -
     logits = model(x)
     return {"accuracy": (logits.argmax(dim=1) == y).double().mean().item(),
             "loss": torch.nn.functional.cross_entropy(logits, y).item()}
+
+
+def describe_function(function: Any) -> str:
+    """A task's function as messages name it: its name and where it is defined, so that an error in a
+    plugin's code names that code.
+
+    Args:
+        function: a callable (a function, a method, a ``functools.partial``, an object with ``__call__``).
+
+    Returns:
+        ``'name' (file.py:line)``, or just the quoted name when its source file is unknown.
+
+    Example:
+        >>> describe_function(cross_entropy_loss)
+        "'cross_entropy_loss' (_task.py:24)"
+    """
+    inner = getattr(function, "func", function)  # a functools.partial names its function
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or type(inner).__name__
+    code = getattr(inner, "__code__", None) or getattr(getattr(inner, "__call__", None), "__code__", None)
+    if code is None:
+        return repr(name)
+    return f"{name!r} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+
+
+def _show(value: Any) -> str:
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _parameter_key(config: Config) -> str:
@@ -148,19 +176,61 @@ class Task:
         for key, value in state.items():
             object.__setattr__(self, key, value)
 
+    def new_model(self, config: Config, data: Splits, generator: torch.Generator) -> nn.Module:
+        """``build_model(config, data, generator)``, checked: a builder that returns anything but a
+        ``torch.nn.Module`` (None, say) gets a one-line ValueError naming the task and the builder.
+
+        Example:
+            >>> task = Task("toy", "nothing", load_data=lambda data_dir: None, build_model=lambda c, d, g: None)
+            >>> task.new_model({}, None, torch.Generator())  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ValueError: task 'toy': its build_model '<lambda>' (...:1) returned None (expected a torch.nn.Module)
+        """
+        model = self.build_model(config, data, generator)
+        if not isinstance(model, nn.Module):
+            raise ValueError(f"task {self.name!r}: its build_model {describe_function(self.build_model)} returned "
+                             f"{_show(model)} (expected a torch.nn.Module)")
+        return model
+
     def evaluate(self, model: nn.Module, data: Splits, split: str = "val") -> dict[str, float]:
-        """The task's metrics of ``model`` on a split, without gradients."""
+        """The task's metrics of ``model`` on a split, without gradients.
+
+        ``metrics`` must return a mapping of names to numbers (a float, an int, a one-element tensor or
+        array); anything else gets a one-line ValueError naming the task, its metrics function, the
+        metric and the value.
+        """
         x, y = data.split(split)
         was_training = model.training
         model.eval()
         try:
             with torch.inference_mode():
-                values = {key: float(value) for key, value in self.metrics(model, x, y).items()}
+                returned = self.metrics(model, x, y)
+                values = self._numbers(returned)
         finally:
             model.train(was_training)
         if self.metric not in values:
-            raise ValueError(f"task {self.name!r}: metrics returned {sorted(values)} without its metric "
-                             f"{self.metric!r}")
+            raise ValueError(f"task {self.name!r}: its metrics {describe_function(self.metrics)} returned "
+                             f"{sorted(values)} without its metric {self.metric!r}")
+        return values
+
+    def _numbers(self, returned: Any) -> dict[str, float]:
+        """The metrics a task's ``metrics`` function returned, as floats (see :meth:`evaluate`)."""
+        where = f"task {self.name!r}: its metrics {describe_function(self.metrics)}"
+        if not isinstance(returned, Mapping):
+            raise ValueError(f"{where} returned {_show(returned)} (expected a dict of metric names to numbers)")
+        values = {}
+        for key, value in returned.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{where} returned the metric name {_show(key)} (expected a str)")
+            size = getattr(value, "numel", None) or getattr(value, "size", None)
+            count = size() if callable(size) else size
+            if isinstance(value, (str, bytes)) or (count is not None and count != 1):
+                raise ValueError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)")
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError, RuntimeError):
+                raise ValueError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)") from None
         return values
 
 

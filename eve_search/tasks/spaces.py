@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import MAX_CONFIGS, WHY_CONFIGS, check_int
 from eve_search.tasks._task import Config
 from eve_search.tasks.models import hidden_layers
 
@@ -258,8 +258,12 @@ class SearchSpace:
         return {p.name: p.draw(generator) for p in self.parameters}
 
     def sample(self, count: int = 48, seed: int = 0) -> list[Config]:
-        """``count`` configurations from configuration seed ``seed`` (the same every time)."""
+        """``count`` configurations from configuration seed ``seed`` (the same every time); ``count`` is at
+        most :data:`~eve_search._checks.MAX_CONFIGS` (ValueError before anything is drawn)."""
         check_int("count", count, 1)
+        if count > MAX_CONFIGS:
+            raise ValueError(f"Invalid count: {count!r} (expected at most {MAX_CONFIGS:,} configurations: "
+                             f"{WHY_CONFIGS})")
         check_int("seed", seed, 0)
         generator = torch.Generator().manual_seed(seed)
         return [self.draw(generator) for _ in range(count)]

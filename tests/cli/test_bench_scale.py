@@ -68,12 +68,6 @@ def test_a_tampered_pool_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "seconds" in err
 
 
-def test_cohorts_on_the_command_line_are_refused_for_ray_in_one_line(tmp_path, capsys):
-    assert main(["sweep", "--task", "tiny", "--plugin", "tests.tiny_task", "--cohort-size", "3", "--backend", "ray",
-                 "--workdir", str(tmp_path)]) == 2
-    assert "--cohort-size" in capsys.readouterr().err
-
-
 def test_a_stream_of_cohorts_gives_the_same_sweep_with_one_or_two_worker_processes(tmp_path):
     results = []
     for jobs in (1, 2):

@@ -241,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
     document = {"kind": "audit", "task": args.task, "spaces": reports, "proxies": args.proxies, "truth": truth,
                 "seeds": args.seeds, "budgets": list(args.budgets), "storage": safe_url(storage),
                 "wall_seconds": time.perf_counter() - started, "trained_runs": trained}
+    if args.json:  # written first: a closed standard output (`| head`) loses nothing
+        write_json(args.json, "audit", document)
     if not args.quiet:
         _print_tables(document)
-    if args.json:
-        write_json(args.json, "audit", document)
     return 0

@@ -79,14 +79,13 @@ def _writable(path: Path, argument: str) -> Path:
 
 
 def _write(path: Path, text: str, argument: str) -> None:
+    from eve_search.cli._common import OutputError, write_output
     from eve_search.cli.args import UsageError
 
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise UsageError(f"eve-search dashboard: argument {argument}: cannot write {str(path)!r} "
-                         f"({error.strerror or error})") from None
+        write_output(path, text, argument, kept="; the store is unchanged")
+    except OutputError as error:
+        raise UsageError(f"eve-search dashboard: {error}") from None
 
 
 def run(args: argparse.Namespace) -> int:

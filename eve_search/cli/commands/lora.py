@@ -222,9 +222,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_protocol(protocol, storage=storage, resume=args.resume, data=splits, train=not args.report_only,
                           progress=_Progress(enabled=not args.quiet))
     summary = summarize(result)
+    if args.json:  # written first: a closed standard output (`| head`) loses nothing
+        write_json(args.json, "lora", {**summary, "paper_lora": PAPER_LORA, "runs": result.runs})
     if not args.quiet:
         print_table(summary, _describe(settings))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        write_json(args.json, "lora", {**summary, "paper_lora": PAPER_LORA, "runs": result.runs})
     return 0

@@ -214,9 +214,9 @@ def run(args: argparse.Namespace) -> int:
     with _Progress(f"{label} protocol", args.budget, enabled=not args.quiet) as progress:
         result = run_protocol(settings, storage=storage, resume=args.resume, data=splits, train=not args.report_only, progress=progress)
     summary = summarize(result)
-    if not args.quiet:
-        print_table(summary, label)
-    if args.json:
+    if args.json:  # written first: a closed standard output (`| head`) loses nothing
         write_json(args.json, "mnist", {**summary, "trained_now": result.trained, "wall_seconds": result.wall_seconds,
                                         "paper_mnist": PAPER_MNIST, "runs": result.runs})
+    if not args.quiet:
+        print_table(summary, label)
     return 0
