@@ -58,20 +58,26 @@ DEFAULT_WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DETERMINISTIC = {"sha", "sha+spec", "stream", "stream+spec", "sha-all"}
 
 
-def search_order(size: int, seed: int) -> list[int]:
+def search_order(size: int, seed: int, draws: int | None = None) -> list[int]:
     """The order in which search seed ``seed`` visits a pool of ``size`` configurations.
 
     Args:
         size: the pool's configurations.
         seed: the search seed.
+        draws: None: each configuration once; a count: that many configurations drawn with
+            replacement (a search longer than the pool, over the same distribution of configurations).
 
     Returns:
-        A permutation of ``range(size)``.
+        A permutation of ``range(size)``, or ``draws`` pool indices.
 
     Example:
         >>> sorted(search_order(5, 1)) == list(range(5)), search_order(5, 1) == search_order(5, 1)
         (True, True)
+        >>> len(search_order(5, 1, draws=12)), set(search_order(5, 1, draws=12)) <= set(range(5))
+        (12, True)
     """
+    if draws is not None:
+        return random.Random(seed).choices(range(size), k=draws)
     order = list(range(size))
     random.Random(seed).shuffle(order)
     return order
@@ -140,7 +146,7 @@ def _summary(values: Sequence[float]) -> dict[str, float]:
 def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DEFAULT_WORKERS, cohort_size: int = 48,
                 cohorts: int = 10, seeds: Sequence[int] = range(5), methods: Sequence[str] = METHODS,
                 rungs: Sequence[int] | None = None, fraction: float = PROMOTED_FRACTION,
-                jitter: float = 0.0) -> list[dict[str, Any]]:
+                jitter: float = 0.0, replace: bool = False) -> list[dict[str, Any]]:
     """Simulate every method at every worker count and search seed; one row per (method, workers).
 
     Args:
@@ -154,6 +160,8 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
         rungs: the rung budgets (default: the pool's).
         fraction: the promoted share of a rung (the peers' reduction factor is its inverse).
         jitter: scale each duration by ``exp(jitter * N(0, 1))``, seeded by the search seed.
+        replace: draw the searched configurations with replacement (see :func:`search_order`), so a
+            stream may be longer than the pool.
 
     Returns:
         Rows with ``method``, ``workers``, and ``wall``, ``utilisation``, ``dropped``, ``units`` and
@@ -168,10 +176,11 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise ValueError(f"Invalid methods: {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
-    if cohort_size * cohorts > pool.size:
+    if cohort_size * cohorts > pool.size and not replace:
         raise ValueError(f"Invalid cohorts: {cohorts} cohorts of {cohort_size} is {cohort_size * cohorts} "
-                         f"configurations (the pool holds {pool.size})")
-    orders = {seed: search_order(pool.size, seed) for seed in seeds}
+                         f"configurations (the pool holds {pool.size}; replace=True draws with replacement)")
+    draws = cohort_size * cohorts if replace else None
+    orders = {seed: search_order(pool.size, seed, draws) for seed in seeds}
     cost = model_sizes(pool)
     rows = []
     for method in methods:

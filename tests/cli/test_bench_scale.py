@@ -40,6 +40,15 @@ def test_the_table_the_json_and_the_chart(pool_file, tmp_path, capsys):
     assert (tmp_path / "s.svg").read_text().startswith("<svg")
 
 
+def test_a_stream_longer_than_the_pool_draws_with_replacement(pool_file, tmp_path, capsys):
+    assert main(["bench", "scale", "--pool", str(pool_file), "--cohort-size", "9", "--cohorts", "8",
+                 "--with-replacement", "--workers", "1,16", "--seeds", "0", "--methods", "stream",
+                 "--json", str(tmp_path / "s.json")]) == 0
+    rows = json.loads((tmp_path / "s.json").read_text())["rows"]
+    assert [row["units"]["mean"] for row in rows] == [rows[0]["units"]["mean"]] * 2
+    assert all(row["same_decisions"] for row in rows) and rows[0]["utilisation"]["mean"] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize(("argv", "words"), [
     (["--pool", "missing.json"], ["--pool", "missing.json"]),
     (["--cohorts", "100"], ["--cohorts", "the pool holds 40"]),

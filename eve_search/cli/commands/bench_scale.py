@@ -78,6 +78,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jitter", type=_jitter, default=0.0, metavar="J",
                         help="scale each duration by exp(J x N(0, 1)), to show that decisions do not depend on "
                              "timing (default 0)")
+    parser.add_argument("--with-replacement", action="store_true",
+                        help="draw the searched configurations with replacement, so --cohorts may ask for more "
+                             "than the pool holds (a longer search over the same configurations)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="write every row as JSON")
     parser.add_argument("--svg", type=Path, metavar="PATH",
                         help="draw utilisation against workers, one line per method, as an SVG file")
@@ -116,21 +119,24 @@ def run(args: argparse.Namespace) -> int:
     if args.trainer not in pool.trainers:
         raise UsageError(f"eve-search bench scale: argument --trainer: {args.trainer!r} is not in the pool "
                          f"(expected one of {', '.join(sorted(pool.trainers))})")
-    if args.cohort_size * args.cohorts > pool.size:
+    if args.cohort_size * args.cohorts > pool.size and not args.with_replacement:
         raise UsageError(f"eve-search bench scale: argument --cohorts: {args.cohorts} cohorts of {args.cohort_size} "
-                         f"need {args.cohort_size * args.cohorts} configurations (the pool holds {pool.size})")
+                         f"need {args.cohort_size * args.cohorts} configurations (the pool holds {pool.size}; "
+                         "--with-replacement draws them with replacement)")
     methods = args.methods or list(METHODS)
     print(f"{pool.task} {pool.space}: {pool.size} configurations, trainer {args.trainer}, budgets "
-          f"{', '.join(map(str, pool.budgets))}; {args.cohorts} cohorts of {args.cohort_size}; search seeds "
+          f"{', '.join(map(str, pool.budgets))}; {args.cohorts} cohorts of {args.cohort_size}"
+          f"{' drawn with replacement' if args.with_replacement else ''}; search seeds "
           f"{', '.join(map(str, args.seeds))}; referee: {pool.referee}'s test {pool.metric} at "
           f"{pool.budgets[-1]}", file=sys.stderr)
     rows = scale_table(pool, args.trainer, workers=args.workers, cohort_size=args.cohort_size, cohorts=args.cohorts,
-                       seeds=args.seeds, methods=methods, jitter=args.jitter)
+                       seeds=args.seeds, methods=methods, jitter=args.jitter, replace=args.with_replacement)
     print(format_scale_table(rows, 100.0 if pool.metric == "accuracy" else 1.0))
     if args.json:
         document: dict[str, Any] = {"pool": str(args.pool), "task": pool.task, "space": pool.space,
                                     "trainer": args.trainer, "cohort_size": args.cohort_size,
                                     "cohorts": args.cohorts, "seeds": list(args.seeds), "jitter": args.jitter,
+                                    "with_replacement": args.with_replacement,
                                     "recorded": pool.recorded, "rows": rows}
         write_json(args.json, "bench-scale", document)
     if args.svg:
