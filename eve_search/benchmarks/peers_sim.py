@@ -128,14 +128,14 @@ def _check(pool: Any, trainer: Any, workers: Any, rungs: Any, units: Any, order:
     if order is None:
         indices: tuple[int, ...] = tuple(range(pool.size))
     else:
-        expected = f"(expected distinct configuration indices in [0, {pool.size}))"
+        expected = f"(expected configuration indices in [0, {pool.size}); one may repeat, a search drawn with replacement)"
         try:
             if isinstance(order, (str, bytes)) or any(isinstance(i, bool) for i in order):
                 raise TypeError
             indices = tuple(operator.index(i) for i in order)
         except TypeError:
             raise ValueError(f"Invalid order: {reprlib.repr(order)} {expected}") from None
-        if any(not 0 <= i < pool.size for i in indices) or len(set(indices)) != len(indices):
+        if any(not 0 <= i < pool.size for i in indices):
             raise ValueError(f"Invalid order: {reprlib.repr(order)} {expected}")
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 10:
         raise ValueError(f"Invalid jitter: {jitter!r} (expected a number in [0, 10])")

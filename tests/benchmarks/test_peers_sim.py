@@ -237,7 +237,7 @@ BAD = [
     ("workers", 0), ("workers", True), ("workers", 1.5),
     ("rungs", (3, 1)), ("rungs", (1, 9)), ("rungs", ()),
     ("units", 0), ("units", -1), ("units", float("nan")), ("units", "10"), ("units", True),
-    ("order", [0, 0]), ("order", [4]), ("order", [-1]), ("order", "01"), ("order", [True]), ("order", 3),
+    ("order", [4]), ("order", [-1]), ("order", "01"), ("order", [True]), ("order", 3),
     ("jitter", -0.1), ("jitter", 11), ("jitter", True),
     ("jitter_seed", "0"), ("jitter_seed", 1.5), ("jitter_seed", True),
 ]
