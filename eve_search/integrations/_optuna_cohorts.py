@@ -146,6 +146,12 @@ class _Gate:
         self._seen.add(reason)
 
 
+def _failed(study: optuna.Study, number: int) -> bool:
+    """Whether trial ``number`` of ``study`` is FAIL in the storage (failed as stale by a heartbeat check)."""
+    return any(t.number == number and t.state == optuna.trial.TrialState.FAIL
+               for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,)))
+
+
 def _check_count(name: str, value: Any) -> None:
     if value is not None:
         check_int(name, value, 1, detail=", or None")
@@ -175,6 +181,12 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
 
     Every waiting trial keeps its objective's state (the model, on the GPU too) in memory until its
     rung is decided: up to ``cohort_size`` models at once. Run it from one process per study.
+
+    A trial that a heartbeat check fails as stale while it still runs here (its heartbeats came more than
+    the storage's ``grace_period`` apart, on a busy machine) is dropped with one
+    :class:`~eve_search.integrations.optuna.StaleTrialWarning`: it ends as the pruner's wait or its next
+    report finds it, stays FAIL in the study, and the study goes on (Optuna's own refusal to record its end
+    is absorbed).
 
     Args:
         study: a study whose ``pruner`` is a :class:`SynchronousSHAPruner`.
@@ -218,8 +230,8 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
     if not isinstance(catch, tuple):
         raise ValueError(f"Invalid catch: {catch!r} (expected a tuple of exception types)")
     user_callbacks = list(callbacks or ())
-    pruner._size(study)  # a missing cohort size, or a study with several objectives, is refused before any trial
-    pruner._mode(study)
+    pruner._size(study)  # a missing cohort size, a study with several objectives, or heartbeats that cannot
+    pruner.check_storage(study)  # work are refused before any trial
 
     def choose(asking: set[int], training: set[int]) -> int:
         """The work the stream of cohorts offers first among those asking: a promoted trial of the oldest
@@ -274,6 +286,12 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
             asked.set()  # its number is taken: the next trial may be asked
             try:
                 return objective(trial)
+            except optuna.exceptions.UpdateFinishedTrialError as error:
+                if _failed(study, trial.number):  # failed as stale while it trained (a report came too late)
+                    pruner._drop(study, trial.number, depth=-2)  # the warning points here: the objective has returned
+                    raise optuna.TrialPruned() from error
+                gate.close("error")
+                raise
             except BaseException as error:
                 if not isinstance(error, (optuna.TrialPruned, *catch)):
                     gate.close("error")  # before Optuna records it: no trial is asked from now on
@@ -281,6 +299,12 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
 
         try:
             study.optimize(run, n_trials=1, catch=catch, callbacks=[ended], gc_after_trial=gc_after_trial)
+        except (ValueError, optuna.exceptions.UpdateFinishedTrialError) as error:
+            if turn.number is None or not pruner.dropped(study, turn.number):
+                gate.close("error")
+                errors.append(error)
+            # else: Optuna refuses to record the end of a trial failed as stale (optuna/optuna#5470); the pruner
+            # dropped it with a StaleTrialWarning, and the study goes on
         except BaseException as error:  # noqa: BLE001 - re-raised by the launcher once the others finished
             gate.close("error")  # also an error of Optuna's own, outside the objective
             errors.append(error)

@@ -55,12 +55,14 @@ __all__ = [
     "PartialRungWarning",
     "RungScheduleWarning",
     "SequentialStudyError",
+    "StaleTrialWarning",
     "SynchronousSHAPruner",
     "decision_key",
     "root_number",
 ]
 
 CUT_PREFIX = "sha:cut"  # study user attribute sha:cut{n}: the trials numbered below n end their cohort
+SAFE_GRACE_MARGIN = 10.0  # seconds a heartbeat may come late on a busy machine (the docstring's safe grace periods)
 OPEN_END = 10**9  # steps: without max_resource the geometric rungs run past any step a script reports
 
 # The training slot of the trial running in this thread, set by optimize_in_cohorts: a trial waiting at a
@@ -83,6 +85,12 @@ class SequentialStudyError(CohortStalledError):
 class PartialRungWarning(UserWarning):
     """A rung was decided among fewer trials than its cohort (timeout, a cohort closed early, members that
     ended without reporting it). The decision records ``partial``, ``reporters``, ``cohort`` and ``reason``."""
+
+
+class StaleTrialWarning(UserWarning):
+    """A trial that this process still runs was failed as stale by a heartbeat check (another worker's, or
+    this process's own): its heartbeats came more than the storage's ``grace_period`` apart, usually on a
+    busy machine. The pruner drops it (``should_prune()`` returns True from then on), once per trial."""
 
 
 class RungScheduleWarning(UserWarning):
@@ -227,28 +235,37 @@ class SynchronousSHAPruner(BasePruner):
     threads what each ``study.optimize`` on the study is doing (training, waiting at a rung, waiting
     for a free thread, or done asking), so it knows when no trial can start any more:
 
-    - a study that runs one trial at a time (``study.optimize`` with ``n_jobs=1`` on in-memory storage)
-      cannot fill a cohort: its first ``should_prune()``, before any rung, raises
-      :class:`SequentialStudyError` naming the fix;
+    - a study that runs one trial at a time (``study.optimize`` with ``n_jobs=1``, or ask-and-tell one
+      trial at a time) cannot fill a cohort: its first ``should_prune()``, before any rung, raises
+      :class:`SequentialStudyError` naming a fix that fits the script (on RDB storage too, unless
+      ``workers`` says that other processes run the study);
     - when every thread of ``study.optimize(..., n_jobs=k)`` waits at a rung for members that have not
       started (k below ``cohort_size``), ``should_prune()`` raises :class:`CohortStalledError` at once,
       naming the fix;
     - when ``study.optimize`` has stopped asking (``n_trials``, ``timeout``, ``study.stop()``) and its
       running trials wait at a rung, the last cohort is closed with the trials it has.
 
-    On shared storage another worker process may still start the missing trials, so there the wait
-    goes on; ``stall_seconds`` is only a last guard against a hang (:class:`CohortStalledError`), not
-    a decision. ``timeout=seconds`` is a decision by the clock, for those who want it: a trial that has
-    waited that long decides its rung without the members that have not reported; one that reports
-    later is pruned at that rung (results then depend on the machine's speed).
+    **Worker processes.** Nothing in one process tells whether other processes will join a study on RDB
+    storage (a lone script on ``sqlite:///...`` and the first of several workers still starting look
+    the same), so the pruner is told: ``workers`` is the number of processes that run the study at once,
+    this one included (default 1: this process alone, judged as an in-memory study is). With
+    ``workers=N`` (N > 1) a process that cannot hold a cohort alive by itself waits for the other
+    processes' trials, and ``stall_seconds`` is only a last guard against a hang
+    (:class:`CohortStalledError`), not a decision. ``timeout=seconds`` is a decision by the clock, for
+    those who want it: a trial that has waited that long decides its rung without the members that have
+    not reported; one that reports later is pruned at that rung (results then depend on the machine's
+    speed).
 
     **Ask and tell.** Outside ``study.optimize`` the caller may train several trials itself (Optuna's
     batched ask-and-tell: ``trials = [study.ask() for _ in range(cohort_size)]``, then each trained,
     reported and checked in turn, epoch by epoch), so ``should_prune()`` never waits there: a rung
     already decided gives its verdict, a rung still open gives False, and the trial learns the verdict
     at its next ``should_prune()`` (the rung's score is its report at the rung, so the decisions are the
-    same as waiting; a pruned trial trains one step more). Ask-and-tell with one trial at a time on
-    in-memory storage cannot work and is refused at its first rung, naming the batched pattern.
+    same as waiting; a pruned trial trains one step more). Ask-and-tell with one trial at a time cannot
+    work (its cohort's other trials are asked only after it ends) and is refused at its first
+    ``should_prune()``, naming the batched pattern; the cohort it needs is ``cohort_size`` trials asked
+    before any of them is told. A last batch smaller than the cohort needs ``n_trials=`` (the study's
+    total), so that its cohort is decided with the trials it has.
 
     **Records.** Every decision is written to the study's user attributes (``sha:cohort{k}:rung{budget}``:
     promoted and stopped trial numbers, their scores, ``reporters`` and the ``cohort`` it expected),
@@ -257,12 +274,36 @@ class SynchronousSHAPruner(BasePruner):
     closed early, members that ended without reporting) records ``partial: true`` and its ``reason``,
     and warns (:class:`PartialRungWarning`).
 
-    To detect dead workers, build the storage with heartbeats
-    (``RDBStorage(url, heartbeat_interval=..., grace_period=...)``); a waiting trial checks for stale
-    trials while it waits. With ``heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback()``
-    a dead worker's trial is re-queued and the rung waits for the retry (which needs a free worker).
-    Optuna records a trial's first heartbeat just after the trial starts: a worker killed in between
-    leaves a trial that never goes stale, so set ``timeout`` where workers may be killed at any moment.
+    **Heartbeats.** To detect dead workers, build the storage with heartbeats
+    (``RDBStorage(url, heartbeat_interval=h, grace_period=g)``); a waiting trial checks for stale
+    trials every second while it waits (nothing else would find them while every trial waits). With
+    ``heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback()`` a dead worker's trial is
+    re-queued and the rung waits for the retry (which needs a free worker). Optuna records a trial's
+    first heartbeat just after the trial starts: a worker killed in between leaves a trial that never
+    goes stale, so set ``timeout`` where workers may be killed at any moment.
+
+    A trial is failed as stale once its last heartbeat is more than ``g`` seconds old, so a *live*
+    worker's trial is failed whenever one of its heartbeats comes more than ``g - h`` seconds late; the
+    pruner's wait does not delay heartbeats (Optuna beats from its own thread while the trial waits),
+    but its checks every second find such a late one at once. Heartbeats come late when the machine is
+    busy (a heartbeat more than 2 s late at a load of 10 on 2 cores failed a live trial with ``h=1``,
+    ``g=3``) and on SQLite, where a write waits for the database's lock up to the connection's busy
+    timeout (5 s by default).
+    Safe: ``g >= h + 10`` seconds (``SAFE_GRACE_MARGIN``), plus SQLite's busy timeout on SQLite, e.g.
+    ``RDBStorage("sqlite:///s.db", heartbeat_interval=1, grace_period=16)``; PostgreSQL
+    ``heartbeat_interval=1, grace_period=11``. Refused at the first ``should_prune()`` (one line):
+    ``g <= h``, where a live trial is stale between two of its own heartbeats. A live trial failed as
+    stale all the same is dropped with one :class:`StaleTrialWarning`: ``should_prune()`` returns True
+    (the objective ends it as pruned, it stays FAIL in the study, and its cohort goes on without it, or
+    with its retry); it never raises ``UpdateFinishedTrialError`` through the pruner.
+    :func:`~eve_search.integrations.optuna.optimize_in_cohorts` also drops such a trial when its next
+    ``trial.report`` finds it failed, and goes on; a plain ``study.optimize`` then raises Optuna's own
+    ``ValueError: Cannot tell a FAIL trial`` when it records the trial's end (optuna/optuna#5470, with
+    any pruner), so a worker process that must outlive it calls ``study.optimize`` again.
+
+    **Several objectives** cannot be pruned (Optuna refuses ``trial.report`` there and never asks a
+    pruner): ``optuna.create_study(directions=[...], pruner=SynchronousSHAPruner(...))`` raises one
+    ``ValueError`` as the study is built, before any trial.
 
     For eve-search's own trials, which resume from checkpoints, prefer
     :func:`eve_search.integrations.optuna.run_sha`: it trains each rung as a work item, so the cohort
@@ -290,6 +331,9 @@ class SynchronousSHAPruner(BasePruner):
         n_trials: the number of trials the study will have, when it is not a multiple of
             ``cohort_size`` (``study.optimize(objective, n_trials=N)``): the last cohort is decided
             with the trials up to N (None: only ``optimize_in_cohorts`` closes cohorts early).
+        workers: the processes that run the study at once on RDB storage, this one included (default 1:
+            this process alone; ignored on in-memory storage). Only whether it is above 1 matters: then
+            the pruner waits for other processes to start the trials this one cannot.
 
     Example:
         An objective in the style of Optuna's examples, reporting a validation accuracy per epoch:
@@ -319,7 +363,7 @@ class SynchronousSHAPruner(BasePruner):
                  cohort_size: int | None = None, timeout: float | None = None, poll_interval: float = 0.1,
                  stall_seconds: float = 300.0, *, min_resource: int | None = None,
                  reduction_factor: float | None = None, max_resource: int | None = None,
-                 n_trials: int | None = None) -> None:
+                 n_trials: int | None = None, workers: int = 1) -> None:
         geometric = {"min_resource": min_resource, "reduction_factor": reduction_factor,
                      "max_resource": max_resource}
         if rungs is not None:
@@ -338,12 +382,14 @@ class SynchronousSHAPruner(BasePruner):
         for name, count in (("cohort_size", cohort_size), ("n_trials", n_trials)):
             if count is not None:
                 check_int(name, count, 1, detail=", or None")
+        check_int("workers", workers, 1, detail=" of worker processes")
         for name, value in (("timeout", timeout), ("poll_interval", poll_interval), ("stall_seconds", stall_seconds)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"Invalid {name}: {value!r} (expected a number of seconds > 0)")
         self.cohort_size = cohort_size
         self.n_trials = n_trials
+        self.workers = workers
         self.timeout = None if timeout is None else float(timeout)
         self.poll_interval = float(poll_interval)
         self.stall_seconds = float(stall_seconds)
@@ -353,6 +399,8 @@ class SynchronousSHAPruner(BasePruner):
         self._checked: set[int] = set()
         self._looked: set[tuple[int, bool]] = set()  # (trial, at a rung) whose refusals were checked
         self._warned_alone = False
+        self._set_up: set[Any] = set()  # studies (keys) whose storage was checked at the first should_prune()
+        self._dropped: set[tuple[Any, int]] = set()  # (study key, trial number) failed as stale while running here
 
     def __repr__(self) -> str:
         shown = len(self.rungs) if self.max_resource is not None or len(self.rungs) <= 6 else 4
@@ -579,6 +627,12 @@ class SynchronousSHAPruner(BasePruner):
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         mode = self._mode(study)
+        key = _study_key(study)
+        if key not in self._set_up:
+            self.check_storage(study)  # the first should_prune(): a storage that cannot work is refused (in every
+            self._set_up.add(key)  # thread: a refused study is never marked as checked)
+        if trial.state == TrialState.FAIL:
+            return self._drop(study, trial.number)
         step = trial.last_step
         if step is None:
             return False
@@ -593,8 +647,11 @@ class SynchronousSHAPruner(BasePruner):
             if trial.number not in self._checked:
                 self._checked.add(trial.number)
                 self.check_steps(study)
-            if first_look and slot is None and loop is not None and self.timeout is None:
-                self._refuse_sequential(study, trial, loop, size, mode)  # known at the first should_prune
+            if first_look and slot is None and self.timeout is None:  # known at the first should_prune
+                if loop is not None:
+                    self._refuse_sequential(study, trial, loop, size, mode)
+                else:
+                    self._refuse_one_at_a_time(study, trial, size, mode)
             return False
         self._check_jump(trial, step)
         root = root_number(trial)
@@ -602,7 +659,6 @@ class SynchronousSHAPruner(BasePruner):
             return self._ask_and_tell(study, trial, size, mode, rung)
         if first_look and slot is None and loop is not None and self.timeout is None:
             self._refuse_sequential(study, trial, loop, size, mode)
-        key = _study_key(study)
         with _WAITING_LOCK:
             _WAITING[threading.get_ident()] = (key, trial.number, rung)
         try:
@@ -611,12 +667,93 @@ class SynchronousSHAPruner(BasePruner):
             with _WAITING_LOCK:
                 _WAITING.pop(threading.get_ident(), None)
 
+    # Setup and storage --------------------------------------------------------------------------------
+
+    def __bool__(self) -> bool:
+        """Always True. Optuna's ``Study`` evaluates ``pruner or MedianPruner()`` while it is built
+        (``create_study``, ``load_study``): the first moment the pruner can see the study, and the only one
+        before ``trial.report`` in a study with several objectives (where Optuna never asks a pruner), so such
+        a study is refused there, in one line."""
+        frame = sys._getframe(1)
+        study = frame.f_locals.get("self") if frame.f_code is _STUDY_INIT else None
+        if isinstance(study, optuna.Study) and getattr(study, "_directions", None) is not None:
+            self._mode(study)
+        return True
+
+    def check_storage(self, study: optuna.Study) -> None:
+        """Refuse a study this pruner cannot run (one line naming the setting): several objectives, or heartbeats
+        whose ``grace_period`` is not above ``heartbeat_interval`` (a live trial would be stale between two of
+        its heartbeats, and a trial waiting at a rung checks for stale trials every second). Called at the first
+        ``should_prune()`` on a study and by :func:`~eve_search.integrations.optuna.optimize_in_cohorts`.
+
+        Args:
+            study: the study the pruner prunes.
+
+        Raises:
+            ValueError: the study cannot work with this pruner.
+        """
+        self._mode(study)
+        beats = _heartbeats(study)
+        if beats is not None and beats[1] <= beats[0]:
+            interval, grace = beats
+            raise ValueError(
+                f"Invalid grace_period: {grace:g} (the storage's heartbeat_interval is {interval:g} s, so a live trial "
+                "is stale between two of its heartbeats: expected grace_period above heartbeat_interval, and at least "
+                f"heartbeat_interval + {SAFE_GRACE_MARGIN:g} s on a busy machine, e.g. RDBStorage(url, "
+                f"heartbeat_interval={interval:g}, grace_period={interval + SAFE_GRACE_MARGIN:g}))")
+
+    def _drop(self, study: optuna.Study, number: int, depth: int = 0) -> bool:
+        """A trial this process runs was failed as stale by a heartbeat check: it is dropped (True: the objective
+        ends it as pruned), with one warning (``depth``: calls between ``prune()`` and here, so that the warning
+        points at the objective's ``should_prune()``)."""
+        key = (_study_key(study), number)
+        if key not in self._dropped:
+            self._dropped.add(key)
+            beats = _heartbeats(study)
+            settings = "" if beats is None else f"heartbeat_interval={beats[0]:g} s, grace_period={beats[1]:g} s: "
+            warnings.warn(
+                f"SynchronousSHAPruner: trial {number} was failed as stale by a heartbeat check while this process "
+                f"still ran it ({settings}its heartbeats came too far apart, usually on a busy machine); it is dropped "
+                "(should_prune() returns True, the study keeps it as FAIL and its cohort goes on without it or with "
+                f"its retry): use a grace_period at least heartbeat_interval + {SAFE_GRACE_MARGIN:g} s",
+                StaleTrialWarning, stacklevel=4 + depth)
+        return True
+
+    def dropped(self, study: optuna.Study, number: int) -> bool:
+        """Whether trial ``number`` of ``study`` was dropped because it was failed as stale while this process
+        ran it (see :class:`StaleTrialWarning`).
+
+        Args:
+            study: the study.
+            number: the trial's number.
+
+        Returns:
+            True if the pruner dropped it.
+        """
+        return (_study_key(study), number) in self._dropped
+
+    def _local(self, study: optuna.Study) -> bool:
+        """Every trial that will run on the study runs in this process: in-memory storage, or shared storage
+        that ``workers=1`` says no other process runs."""
+        return _in_memory(study) or self.workers == 1
+
+    def _workers_hint(self, study: optuna.Study) -> str:
+        if _in_memory(study):
+            return ""
+        return (", or, if other worker processes run this study on its shared storage, say how many: "
+                "SynchronousSHAPruner(..., workers=N)")
+
+    # Scripts that cannot fill a cohort ------------------------------------------------------------------
+
     def _ask_and_tell(self, study: optuna.Study, trial: FrozenTrial, size: int, mode: str, rung: int) -> bool:
         """``should_prune()`` outside ``study.optimize``: the caller may train the rest of the cohort itself (the
         batched ask-and-tell pattern), so it never waits. A rung decided already gives its verdict; a rung
         still open gives False, and the trial learns the verdict at its next ``should_prune()`` (its score at
         the rung is the one reported there, so the decision is the same). One trial at a time cannot work."""
         trials, _, mine = self._look(study, size, mode, root_number(trial))
+        own = next((t for t in trials if t.number == trial.number), trial)
+        if own.state == TrialState.FAIL:
+            return self._drop(study, trial.number, depth=1)
         position = mine.roots.index(root_number(trial))
         outcome = self._outcome(mine, position, rung)
         if outcome is not None:
@@ -624,28 +761,52 @@ class SynchronousSHAPruner(BasePruner):
         pending = self._pending(mine, position, rung)
         assert pending is not None and mine.ledger is not None
         absent = [p for p in mine.ledger.waiting_for(pending) if mine.queued(p)]
-        alone = not any(t.state == TrialState.RUNNING and t.number != trial.number for t in trials)
-        if absent and alone and isinstance(getattr(study, "_storage", None), InMemoryStorage):
+        if absent and self._one_at_a_time(study, trials, trial.number):
             raise SequentialStudyError(
                 f"SynchronousSHAPruner: trial {trial.number} reached rung {self.rungs[pending]} of {mine.describe()}, "
                 f"whose other {len(absent)} trial(s) have not been asked, and this ask-and-tell script runs one trial "
-                "at a time, so they cannot report the rung before this trial ends: ask the whole cohort first "
-                f"(trials = [study.ask() for _ in range({size})]) and train them in turn, reporting each one's step "
-                "and calling should_prune() (in ask-and-tell it never waits: a trial learns its rung's verdict at "
-                "its next should_prune()), or run the objective with study.optimize(objective, n_trials=..., "
-                f"n_jobs={size})")
+                f"at a time, so they cannot report the rung before this trial ends: {self._batched_fix(size)}"
+                f"{self._workers_hint(study)}")
         return False
+
+    @staticmethod
+    def _batched_fix(size: int) -> str:
+        return (f"ask the whole cohort first (trials = [study.ask() for _ in range({size})]) and train them in turn, "
+                "reporting each one's step and calling should_prune() (in ask-and-tell it never waits: a trial "
+                "learns its rung's verdict at its next should_prune())")
+
+    def _one_at_a_time(self, study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
+        """Ask-and-tell one trial at a time: no other trial of the study runs, and none will start elsewhere."""
+        if not self._local(study):
+            return False
+        return not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
+
+    def _refuse_one_at_a_time(self, study: optuna.Study, trial: FrozenTrial, size: int, mode: str) -> None:
+        """At the first ``should_prune()`` of an ask-and-tell trial: refused if it runs alone (in the main thread,
+        no other trial running, none starting elsewhere) while its cohort has trials not yet asked."""
+        if threading.current_thread() is not threading.main_thread():
+            return  # a thread of the caller's own: its siblings may still ask the rest of the cohort
+        trials, _, mine = self._look(study, size, mode, root_number(trial))
+        absent = [p for p in range(mine.capacity) if mine.queued(p)]
+        if absent and self._one_at_a_time(study, trials, trial.number):
+            raise SequentialStudyError(
+                f"SynchronousSHAPruner: trial {trial.number} is in {mine.describe()}, whose other {len(absent)} "
+                "trial(s) have not been asked, and this ask-and-tell script runs one trial at a time, so they cannot "
+                f"report a rung before this trial ends: {self._batched_fix(size)}{self._workers_hint(study)}")
 
     def _refuse_sequential(self, study: optuna.Study, trial: FrozenTrial, loop: dict[str, Any], size: int,
                            mode: str) -> None:
-        """At the first ``should_prune()``: a ``study.optimize(..., n_jobs=1)`` on in-memory storage runs one trial at
-        a time in this thread, and no other thread runs the study, so the rest of the cohort can never start
-        while this trial waits at a rung."""
-        if loop.get("n_jobs") != 1 or not isinstance(getattr(study, "_storage", None), InMemoryStorage):
+        """At the first ``should_prune()``: a ``study.optimize(..., n_jobs=1)`` runs one trial at a time in this
+        thread; when no other thread runs the study, no trial of another process runs, and the storage is this
+        process's alone (in memory, or ``workers=1``), the rest of the cohort can never start while this trial
+        waits at a rung."""
+        if loop.get("n_jobs") != 1 or not self._local(study):
             return
         if _activity(study).loops > 1:
             return  # other threads run study.optimize on this study too
-        _, _, mine = self._look(study, size, mode, root_number(trial))
+        trials, _, mine = self._look(study, size, mode, root_number(trial))
+        if any(t.state == TrialState.RUNNING and t.number != trial.number for t in trials):
+            return  # another trial runs (another process's): it may start the rest
         absent = [p for p in range(mine.capacity) if mine.queued(p)]
         if not absent:
             return
@@ -654,7 +815,8 @@ class SynchronousSHAPruner(BasePruner):
             "have not started, and this study runs one trial at a time (study.optimize with n_jobs=1), so they "
             "cannot start while this trial waits at a rung in should_prune(): run the objective with "
             "eve_search.integrations.optuna.optimize_in_cohorts(study, objective, n_trials=...) (a cohort's trials "
-            f"are alive at once, n_jobs of them training), or study.optimize(objective, n_trials=..., n_jobs={size})")
+            f"are alive at once, n_jobs of them training), or study.optimize(objective, n_trials=..., n_jobs={size})"
+            f"{self._workers_hint(study)}")
 
     def _wait(self, study: optuna.Study, trial: FrozenTrial, size: int, mode: str, rung: int, root: int,
               slot: Any, loop: dict[str, Any] | None) -> bool:
@@ -667,6 +829,9 @@ class SynchronousSHAPruner(BasePruner):
         stalled_since: float | None = None
         while True:
             trials, cohorts, mine = self._look(study, size, mode, root)
+            own = next((t for t in trials if t.number == trial.number), trial)
+            if own.state == TrialState.FAIL:
+                return self._drop(study, trial.number, depth=1)  # failed as stale while it waited: it ends here
             position = mine.roots.index(root)
             outcome = self._outcome(mine, position, rung)
             if outcome is not None:
@@ -718,7 +883,8 @@ class SynchronousSHAPruner(BasePruner):
                     f"n_jobs={detail}) wait at a rung, so none can start: run study.optimize(objective, n_trials=..., "
                     f"n_jobs={size}) (a cohort's trials alive at once), or eve_search.integrations.optuna."
                     f"optimize_in_cohorts(study, objective, n_trials=..., n_jobs={detail}) (they take turns), or "
-                    f"lower cohort_size to {detail}, or set timeout= to decide without them")
+                    f"lower cohort_size to {detail}, or set timeout= to decide without them"
+                    f"{self._workers_hint(study)}")
             if self.timeout is None:  # "unknown": other worker processes may still start the trials
                 if stalled_since is None and not self._warned_alone:
                     self._warned_alone = True
@@ -769,24 +935,24 @@ class SynchronousSHAPruner(BasePruner):
             self._replay(study, cohort, mode, attrs)
             if self._outcome(cohort, cohort.roots.index(root_number(frozen)), waiting_rung) is not None:
                 return None  # decided: that trial goes on
-        in_memory = isinstance(getattr(study, "_storage", None), InMemoryStorage)
+        local = self._local(study)  # no other process will start a trial
         if activity.full or activity.blocked:
-            if in_memory and activity.full:
+            if local and activity.full:
                 return ("full", min(activity.full))
-            if in_memory:
+            if local:
                 return ("full", 1)
             return ("unknown", None)
         if activity.ended:
             return ("ended", activity.ended[0])
         return ("unknown", None)
 
-    @staticmethod
-    def _runs_alone(study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
-        """One trial at a time: this study's trials live in this process only (in-memory storage), this trial runs
-        in the main thread (``study.optimize`` with ``n_jobs=1``, or ask-and-tell), and no other trial is running."""
+    def _runs_alone(self, study: optuna.Study, trials: list[FrozenTrial], number: int) -> bool:
+        """One trial at a time: this study's trials live in this process only (in-memory storage, or ``workers=1``),
+        this trial runs in the main thread (``study.optimize`` with ``n_jobs=1``, or ask-and-tell), and no other
+        trial is running."""
         if threading.current_thread() is not threading.main_thread():
             return False
-        if not isinstance(getattr(study, "_storage", None), InMemoryStorage):
+        if not self._local(study):
             return False  # shared storage: another process may still start the rest of the cohort
         return not any(t.state == TrialState.RUNNING and t.number != number for t in trials)
 
@@ -860,6 +1026,7 @@ def _code(module: Any, path: str) -> Any:
     return getattr(target, "__code__", None)
 
 
+_STUDY_INIT = _code(optuna.Study, "__init__")  # where Optuna evaluates ``pruner or MedianPruner()``
 _OPTIMIZE = _code(_optuna_optimize, "_optimize")  # study.optimize's loop (and its n_jobs > 1 driver)
 _SEQUENTIAL = _code(_optuna_optimize, "_optimize_sequential")  # the loop of one thread
 _RUN_TRIAL = _code(_optuna_optimize, "_run_trial")  # one trial: ask, objective, tell
@@ -985,6 +1152,22 @@ def _activity(study: optuna.Study) -> _Activity:
         else:
             activity.busy += 1  # a driver about to start a trial
     return activity
+
+
+def _in_memory(study: Any) -> bool:
+    return isinstance(getattr(study, "_storage", None), InMemoryStorage)
+
+
+def _heartbeats(study: Any) -> tuple[float, float] | None:
+    """The storage's ``(heartbeat_interval, grace_period)`` in seconds (Optuna's default grace: two intervals),
+    or None without heartbeats."""
+    storage = getattr(study, "_storage", None)
+    getter = getattr(storage, "get_heartbeat_interval", None)
+    interval = getter() if callable(getter) else None
+    if not interval:
+        return None
+    grace = getattr(getattr(storage, "_backend", storage), "grace_period", None)
+    return float(interval), float(2 * interval if grace is None else grace)
 
 
 def _fingerprint(trials: list[FrozenTrial]) -> tuple[Any, ...]:

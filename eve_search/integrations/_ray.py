@@ -78,6 +78,7 @@ from eve_search.engine.ledger import (
     RungLedger,
     check_fraction,
     check_rungs,
+    rank_order,
     rungs_from_geometric,
 )
 from eve_search.engine.stream import CohortStream, Work
@@ -164,7 +165,8 @@ def _shown_keys(result: dict[str, Any]) -> str:
 class SynchronousSHAWarning(UserWarning):
     """A run of :class:`SynchronousSHAScheduler` that is not the successive halving it was asked for:
     a rung decided with part of its cohort, a trial that restarted instead of resuming, a trial that
-    ended before its rung. Each kind is issued once per run."""
+    ended before its rung, a rung passed without the metric, or a ``get_best_result()`` that will not
+    return the search's winner. Each kind is issued once per run."""
 
 
 class _Slots:
@@ -371,6 +373,13 @@ class SynchronousSHAScheduler(FIFOScheduler):
     paper's promoted third; a trial that ends before a rung is warned about. At each rung the best
     ``1 / reduction_factor`` of the cohort (``fraction``; ceil, at least one) go on.
 
+    Sparse reporting: results without the metric (a trainable that reports it every few steps, with
+    ``TUNE_DISABLE_STRICT_METRIC_CHECKING=1``, as Tune's message advises) are accepted between rungs.
+    A rung counts the first result at or past its budget that has the metric: a trial that passes a
+    rung with a result without it trains on to its next result with the metric, which counts for that
+    rung (and for every rung it passed meanwhile), and waits there; a trial that ends before such a
+    result leaves the cohort, as one that ended early. Each case is warned once per run.
+
     Cohorts: a rung is decided when every live trial of its cohort has reached it or ended. The
     cohorts run as a :class:`~eve_search.engine.stream.CohortStream` over the trials in the order
     Tune creates them, and the stream chooses what a free actor runs next: a promoted trial of the
@@ -394,6 +403,15 @@ class SynchronousSHAScheduler(FIFOScheduler):
       next trial starts a new one. A slow searcher or a slow trial never closes a cohort. (A
       searcher that answers "none" while it computes in the background does close one: the
       decision then follows its timing.)
+
+    Checkpoints and the best result: a trial is never stopped while a checkpoint of it is being saved
+    (Tune would drop it), so every trial keeps the last checkpoint it reported, the winner its final
+    one. ``results.get_best_result()`` ranks every trial by its last result, and a loser's last result
+    is its score at the rung where it was stopped: with a metric that worsens with training, or a noisy
+    one, it can outrank the winner, and it has only the checkpoints it reported by then (none, for a
+    trainable that checkpoints at its end such as Ray's LightGBM example). :meth:`best_result` gives the
+    search's winner (:meth:`winner`) with its checkpoint, and the scheduler warns at the end of a run
+    where ``get_best_result()`` would return another trial.
 
     A cohort decided with fewer trials than it was meant to have is listed by
     :meth:`partial_cohorts` and in the saved state, with a warning (:class:`SynchronousSHAWarning`).
@@ -495,7 +513,6 @@ class SynchronousSHAScheduler(FIFOScheduler):
         self._in_stop: set[str] = set()  # trials whose stop_trial call is under way
         self._paused: set[str] = set()  # trials paused at a rung that have not reported since
         self._warned: set[str] = set()
-        self._results_seen = False
         self._admission_set = False
         self._acting = False
         self._stalled_since: float | None = None
@@ -555,6 +572,76 @@ class SynchronousSHAScheduler(FIFOScheduler):
         """The cohorts decided with fewer trials than they were meant to have: ``{"cohort": index,
         "trials": how many it had, "reason": why it closed}``."""
         return [dict(p) for p in self._partial]
+
+    def winner(self) -> str | None:
+        """The trial id the search picked: the best score at the highest rung any trial reached, over every
+        cohort (ties go to the trial that came first); None before any rung was reached."""
+        reached: dict[str, float] = {}
+        for rung in reversed(range(len(self._rungs))):
+            for ledger, early, _ in self._views():
+                reached.update(ledger.scores(rung))
+                if rung == 0:
+                    reached.update(early)
+            if reached:
+                return rank_order(reached, self._mode or "max")[0]
+        return None
+
+    def best_result(self, results: Any) -> Any:
+        """The result of the trial the search picked (:meth:`winner`), with its checkpoint.
+
+        ``results.get_best_result()`` ranks every trial by its *last* result, and a trial stopped at an
+        early rung keeps its early score there: with a metric that does not improve with training (or a
+        noisy one) it can outrank the winner, and it has only the checkpoints it reported by then (none,
+        for a trainable that checkpoints at its end, like LightGBM's ``TuneReportCheckpointCallback``). The
+        scheduler warns at the end of such a run.
+
+        Args:
+            results: the ``ResultGrid`` of the run this scheduler ran (``tuner.fit()``).
+
+        Returns:
+            The winner's ``ray.tune.Result``.
+
+        Example (needs Ray):
+            >>> results = tuner.fit()  # doctest: +SKIP
+            >>> best = scheduler.best_result(results)  # doctest: +SKIP
+            >>> best.checkpoint  # the last checkpoint the winner reported  # doctest: +SKIP
+        """
+        winner = self.winner()
+        for result in results:
+            if (result.metrics or {}).get("trial_id") == winner:
+                return result
+        raise ValueError(f"Invalid results: {type(results).__name__} without trial {winner} (expected the ResultGrid "
+                         "of the run this scheduler ran, from tuner.fit())")
+
+    def _check_best(self, tune_controller: Any, ending: TuneTrial) -> None:
+        """At the end of the run: warn (once) when ``results.get_best_result()`` will not give the winner."""
+        if not self._searcher_finished(tune_controller):
+            return
+        trials = tune_controller.get_trials()
+        if any(t is not ending and t.status not in (TuneTrial.TERMINATED, TuneTrial.ERROR) for t in trials):
+            return
+        last = {}
+        for trial in trials:
+            value = (getattr(trial, "metric_analysis", None) or {}).get(self._metric, {}).get("last")
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                last[trial.trial_id] = float(value)
+        winner = self.winner()
+        if not last or winner is None or winner not in self._trials:
+            return
+        picked = rank_order(last, self._mode or "max")[0]
+        if picked == winner:
+            return
+        chosen, won = self._trials[picked], self._trials[winner]
+
+        def at(trial: TuneTrial) -> str:
+            steps = (trial.last_result or {}).get(self._time_attr)
+            return f"{self._metric}={last.get(trial.trial_id, float('nan')):g}" + (
+                "" if steps is None else f" at {self._time_attr}={float(steps):g}")
+
+        lost = "" if chosen.checkpoint is not None else ", and it has no checkpoint"
+        self._warn("best", f"results.get_best_result() ranks each trial by its last result, so it will return trial "
+                           f"{picked} ({at(chosen)}{lost}), not the search's winner {winner} ({at(won)}): take the "
+                           "winner, with its checkpoint, from scheduler.best_result(results)")
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         if self._metric and metric and metric != self._metric:
@@ -938,10 +1025,6 @@ class SynchronousSHAScheduler(FIFOScheduler):
         if self._time_attr not in result:
             raise ValueError(f"Invalid result: trial {trial_id} reported no {self._time_attr!r} (the scheduler's "
                              f"time_attr); it reported: {shown}")
-        if not self._results_seen and self._metric not in result:
-            raise ValueError(f"Invalid result: trial {trial_id} reported no {self._metric!r} (the metric); it "
-                             f"reported: {shown}")
-        self._results_seen = True
         elapsed = float(result[self._time_attr])
         segment, index = self._locate(trial_id)
         reached = self._reached(trial_id)
@@ -963,9 +1046,14 @@ class SynchronousSHAScheduler(FIFOScheduler):
             if rung is None or elapsed < self._rungs[rung]:
                 return
             if self._metric not in result:
-                raise ValueError(f"Invalid result: trial {trial_id} reached rung {self._rungs[rung]} "
-                                 f"({self._time_attr}={elapsed:g}) without the metric {self._metric!r}; it "
-                                 f"reported: {shown}")
+                # Sparse reporting (TUNE_DISABLE_STRICT_METRIC_CHECKING=1): the trial goes on, and its next result
+                # that has the metric counts for the rung, as a result past several rungs counts for each.
+                if fresh:
+                    self._warn("sparse", f"trial {trial_id} passed rung {self._rungs[rung]} ({self._time_attr}="
+                                         f"{elapsed:g}) with a result without the metric {self._metric!r}: it goes "
+                                         "on, and its next result that has the metric counts for the rung (a "
+                                         f"trial that ends before one leaves the cohort); it reported: {shown}")
+                return
             segment.report(index, rung, float(result[self._metric]))
             self._version += 1
 
@@ -1131,8 +1219,10 @@ class SynchronousSHAScheduler(FIFOScheduler):
                     self._idle.discard(trial_id)
                     self._resume(tune_controller, trial)
                 continue
-            if self._status(trial_id) in ("stopped", "complete", "failed") and (
-                    trial.status == TuneTrial.PAUSED or (trial.is_saving and trial_id not in self._handing)):
+            # A loser is stopped once paused, never while a checkpoint of it is being saved (a pause, or a
+            # checkpoint it reported with its last result): Tune drops a save in flight when the trial stops, and
+            # its latest checkpoint with it. It is stopped at a later callback (the winners of its rung train on).
+            if self._status(trial_id) in ("stopped", "complete", "failed") and trial.status == TuneTrial.PAUSED:
                 self._stop(tune_controller, trial)
         for needer, trial_id in self._handovers(tune_controller, current):
             self._served.add(needer.trial_id)
@@ -1144,7 +1234,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
             if trial is current or trial.status != TuneTrial.RUNNING:
                 continue
             status = self._status(trial_id)
-            if status not in ("wait", "train") and not needed:
+            if status not in ("wait", "train") and not needed and not trial.is_saving:
                 self._idle.discard(trial_id)
                 self._stop(tune_controller, trial)
             elif quiet and status == "wait":
@@ -1198,7 +1288,13 @@ class SynchronousSHAScheduler(FIFOScheduler):
         elapsed = float(result[self._time_attr])
         segment, index = self._locate(trial_id)
         rung = segment.next_rung(index)
-        if rung is None or elapsed >= self._rungs[rung]:
+        if rung is None:
+            return
+        if elapsed >= self._rungs[rung]:  # past its rung, but no result there had the metric
+            self._warn("sparse-end", f"trial {trial_id} ended at {self._time_attr}={elapsed:g}, past rung "
+                                     f"{self._rungs[rung]}, without a result that has the metric {self._metric!r} "
+                                     "since it passed the rung, so it left the cohort: report the metric at the "
+                                     "rungs, or at least in the last result")
             return
         if rung == 0:
             self._warn("first-rung", f"trial {trial_id} ended at {self._time_attr}={elapsed:g}, before the first "
@@ -1286,6 +1382,7 @@ class SynchronousSHAScheduler(FIFOScheduler):
         self._close_if_search_ended(tune_controller)
         self._hand_over(tune_controller, trial_id)
         self._act(tune_controller, current=trial)
+        self._check_best(tune_controller, trial)
         self._save()
 
     def on_trial_complete(self, tune_controller: Any, trial: TuneTrial, result: dict[str, Any]) -> None:

@@ -36,7 +36,10 @@ Cohorts:
     ask a whole cohort and train its trials in turn (Optuna's batched pattern): there
     ``should_prune()`` never waits, and a trial learns a rung's verdict at its next call. A plain
     sequential ``study.optimize`` (or ask-and-tell one trial at a time) cannot fill a cohort: it is
-    refused at its first ``should_prune()`` (:class:`SequentialStudyError`), naming a fix that fits.
+    refused at its first ``should_prune()`` (:class:`SequentialStudyError`), naming a fix that fits, on
+    in-memory and RDB storage alike. Several worker processes on one RDB storage say so with
+    ``SynchronousSHAPruner(..., workers=N)``: then a process that cannot fill a cohort by itself waits
+    for the others.
 
 Cohorts close on events, not on a timer:
     The last cohort is closed with the trials it has when the study stops starting trials:
@@ -53,15 +56,23 @@ Partial rungs are never silent:
     the study's user attribute ``sha:cohort{k}:rung{step}`` (:func:`decision_key`) with ``partial``,
     ``reporters``, ``cohort`` and ``reason``, and a :class:`PartialRungWarning` is emitted.
 
+Heartbeats:
+    With ``RDBStorage(url, heartbeat_interval=h, grace_period=g)``, safe grace periods are
+    ``g >= h + 10`` s (plus SQLite's busy timeout on SQLite); ``g <= h`` is refused at the first
+    ``should_prune()``. A live trial that a heartbeat check fails as stale all the same is dropped with
+    one :class:`StaleTrialWarning` (``should_prune()`` returns True), never raised through the pruner.
+
 What the pruner cannot do:
     Pause a trial (a waiting trial keeps its model in memory, up to ``cohort_size`` at once;
     :func:`run_sha` resumes from checkpoints instead); tell a lone process on RDB storage from the
-    first of several workers still starting (there a stalled cohort waits for other processes, and
-    ``stall_seconds``, 300 s, is a last guard that raises :class:`CohortStalledError`); see
-    ``study.optimize`` loops of other processes (each process closes the cohort when its own loop
-    stops asking and no trial of another process runs); prune multi-objective studies (Optuna refuses
-    ``trial.report`` there before any pruner is asked; :func:`optimize_in_cohorts` and :func:`run_sha`
-    refuse such a study at once).
+    first of several workers still starting without ``workers=`` (with ``workers=N`` a stalled
+    cohort waits for other processes, and ``stall_seconds``, 300 s, is a last guard that raises
+    :class:`CohortStalledError`); see ``study.optimize`` loops of other processes (each process
+    closes the cohort when its own loop stops asking and no trial of another process runs); prune
+    multi-objective studies (refused in one line as the study is built, and by
+    :func:`optimize_in_cohorts` and :func:`run_sha`); keep a plain ``study.optimize`` going after one
+    of its live trials was failed as stale (Optuna raises ``Cannot tell a FAIL trial`` as it records
+    the trial's end; :func:`optimize_in_cohorts` goes on).
 """
 
 from __future__ import annotations
@@ -83,6 +94,7 @@ from eve_search.integrations._optuna_pruner import (
     PartialRungWarning,
     RungScheduleWarning,
     SequentialStudyError,
+    StaleTrialWarning,
     SynchronousSHAPruner,
     decision_key,
     root_number,
@@ -94,6 +106,7 @@ __all__ = [
     "RungScheduleWarning",
     "SequentialStudyError",
     "ShaOptions",
+    "StaleTrialWarning",
     "SynchronousSHAPruner",
     "WorkerReport",
     "decision_key",

@@ -6,7 +6,9 @@ Steps and rungs:
     of a function trainable, or one ``step()`` of a class ``Trainable`` (in most scripts, an epoch).
     Rungs start at ``grace_period`` and grow by ``reduction_factor`` up to ``max_t`` (defaults 1, 3,
     100); the best ``1/reduction_factor`` go on at each rung. ``time_attr="eval_cost"`` counts EvE's
-    ``CostMeter`` units, with the paper's rungs (:data:`PAPER_RUNGS`) by default.
+    ``CostMeter`` units, with the paper's rungs (:data:`PAPER_RUNGS`) by default. Results without the
+    metric (sparse reporting, ``TUNE_DISABLE_STRICT_METRIC_CHECKING=1``) are accepted between rungs; a
+    rung counts the first result at or past it that has the metric (warned once when that is later).
 
 Checkpoints:
     Unlike ASHA, the scheduler pauses each trial at a rung until its cohort has caught up, then
@@ -16,6 +18,10 @@ Checkpoints:
     too when a trial ends before the first rung (wrong units). EvE survives checkpoints of the model
     alone: when the weights change outside ``step()`` (``load_state_dict``, ``reset_config``), its
     population re-anchors around them; saving ``optimizer.state_dict()`` too continues bit for bit.
+    No trial is stopped while a checkpoint of it is being saved, so every trial keeps the last one it
+    reported. ``results.get_best_result()`` ranks trials by their *last* result, where a loser keeps
+    its early-rung score; ``scheduler.best_result(results)`` is the search's winner, with its checkpoint
+    (the scheduler warns at the end of a run where the two differ).
 
 Cohorts:
     By default the cohort is every trial of the run, as in the paper. A paused trial gives its slot

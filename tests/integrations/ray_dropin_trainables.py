@@ -56,6 +56,40 @@ def objective_with_checkpoint(config):
 
 
 
+def objective_with_sparse_metric(config):
+    """A resuming function trainable that reports its metric every second step only (the other reports
+    carry the step alone), as a script that evaluates every other epoch does; a checkpoint with every
+    report."""
+    first = 1
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as folder:
+            first = json.loads((Path(folder) / "state.json").read_text())["step"] + 1
+    for step in range(first, int(config["steps"]) + 1):
+        metrics = {"step": step}
+        if step % 2 == 0:
+            metrics["score"] = score_at(config, step)
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "state.json").write_text(json.dumps({"step": step}))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
+def objective_checkpointing_at_its_end(config):
+    """As Ray's LightGBM example trains (``TuneReportCheckpointCallback``, whose default checkpoints only
+    after the last boosting round): a report each step, a checkpoint with the last one only, and no
+    resuming. Its metric falls with training after the first step (a model that overfits), so a trial
+    stopped early keeps a better last score than the one that trained longest."""
+    steps = int(config["steps"])
+    for step in range(1, steps + 1):
+        metrics = {"score": float(config["quality"]) * (1.5 - 0.3 * step), "step": step}
+        if step < steps:
+            tune.report(metrics)
+            continue
+        with tempfile.TemporaryDirectory() as folder:
+            (Path(folder) / "model.json").write_text(json.dumps({"step": step, "quality": config["quality"]}))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
+
+
 class LazySearcher(Searcher if Searcher is not None else object):
     """A searcher that suggests ``batch`` configurations, then nothing until all of them have ended
     (as a batch Bayesian optimizer does); ``total`` in all, then it runs out."""

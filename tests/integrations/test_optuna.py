@@ -132,10 +132,11 @@ def test_too_few_workers_is_one_error_naming_the_fix():
     assert "\n" not in str(error.value) and len(study.trials) == 3
 
 
-def test_a_lone_sequential_process_on_shared_storage_warns_then_stops_at_the_guard(tmp_path):
-    # On RDB storage other worker processes could still start the cohort's trials, so the pruner waits; it
-    # says so once, and stall_seconds (a last guard, here short) ends the wait in one line.
-    study = _study(storage=f"sqlite:///{tmp_path / 'alone.db'}", rungs=(10, 20), cohort_size=3, stall_seconds=0.5)
+def test_a_sequential_worker_told_of_other_workers_warns_then_stops_at_the_guard(tmp_path):
+    # workers=2: on RDB storage another worker process could still start the cohort's trials, so the pruner
+    # waits; it says so once, and stall_seconds (a last guard, here short) ends the wait in one line.
+    study = _study(storage=f"sqlite:///{tmp_path / 'alone.db'}", rungs=(10, 20), cohort_size=3, stall_seconds=0.5,
+                   workers=2)
 
     def objective(trial):
         trial.report(trial.suggest_float("x", 0.0, 1.0), 10)

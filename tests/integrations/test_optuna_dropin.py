@@ -23,6 +23,7 @@ from eve_search.integrations.optuna import (
     PartialRungWarning,
     RungScheduleWarning,
     SequentialStudyError,
+    StaleTrialWarning,
     SynchronousSHAPruner,
     optimize_in_cohorts,
 )
@@ -200,6 +201,17 @@ def test_a_sequential_study_is_refused_at_its_first_should_prune_with_the_fix():
     assert study.trials[0].last_step == 0  # refused after the first epoch, before training to the first rung
 
 
+def test_a_sequential_study_on_sqlite_is_refused_at_its_first_should_prune_too(tmp_path):
+    # The usual single script that keeps its study in a file (storage="sqlite:///..."): refused at once, not
+    # after trial 0 trained to its first rung and then waited for worker processes that never come.
+    study = _study(f"sqlite:///{tmp_path / 'alone.db'}", cohort_size=9)
+    with pytest.raises(SequentialStudyError, match=r"optimize_in_cohorts\(study, objective.*n_jobs=9.*if other "
+                                                  r"worker processes run this study.*workers=N\)$") as error:
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=9))
+    assert "\n" not in str(error.value)
+    assert [(t.state, t.last_step) for t in study.trials] == [(TrialState.FAIL, 0)]
+
+
 def test_a_sequential_script_counting_epochs_runs_in_cohorts():
     training = Training()
     study = _study(cohort_size=9)  # rungs at steps 1, 3, 9, ... : epochs
@@ -303,17 +315,29 @@ def test_batched_ask_and_tell_completes_with_the_decisions_of_optimize_in_cohort
     assert 2 in last_steps and last_steps <= {1, 2, 3, 4}
 
 
-def test_ask_and_tell_one_trial_at_a_time_is_refused_at_its_first_rung_naming_the_batched_pattern():
-    study = _study(cohort_size=4)
-    trial = study.ask()
-    learner = Learner(trial)
+@pytest.mark.parametrize("storage", ["memory", "sqlite"])
+def test_ask_and_tell_one_trial_at_a_time_is_refused_at_its_first_should_prune_naming_the_batched_pattern(
+        tmp_path, storage):
+    # Optuna's ask-and-tell loop, one trial at a time: trial 0 cannot be judged before the cohort's three other
+    # trials report, and they are asked only after it is told. Known at its first should_prune().
+    study = _study(None if storage == "memory" else f"sqlite:///{tmp_path / 'ask.db'}", cohort_size=4)
+    told = []
     with pytest.raises(SequentialStudyError, match=r"ask the whole cohort first \(trials = \[study\.ask\(\) "
-                                                  r"for _ in range\(4\)\]\) and train them in turn"):
-        for epoch in range(EPOCHS):
-            trial.report(learner.epoch(), epoch)
-            if trial.should_prune():
-                raise optuna.TrialPruned()
-    assert study.trials[0].last_step == 1  # the first rung, not after a wait
+                                                  r"for _ in range\(4\)\]\) and train them in turn") as error:
+        for _ in range(8):
+            trial = study.ask()
+            learner = Learner(trial)
+            for epoch in range(EPOCHS):
+                accuracy = learner.epoch()
+                trial.report(accuracy, epoch)
+                if trial.should_prune():
+                    study.tell(trial, state=TrialState.PRUNED)
+                    break
+            else:
+                study.tell(trial, accuracy)
+            told.append(trial.number)
+    assert "\n" not in str(error.value) and "study.optimize" not in str(error.value)  # a fix for this script
+    assert told == [] and study.trials[0].last_step == 0  # at the first should_prune, before the first rung
 
 
 # n_trials not a multiple of the cohort; timeout= --------------------------------------------------------
@@ -512,6 +536,86 @@ def test_pruner_timeout_in_a_sequential_study_is_not_silent():
     check_decisions(study)
 
 
+# Heartbeats -----------------------------------------------------------------------------------------
+
+
+def _beating(tmp_path, name, interval, grace):
+    """An SQLite study with Optuna's heartbeats, as a multi-worker script builds it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / name}", heartbeat_interval=interval,
+                                             grace_period=grace)
+    return storage, _study(storage, cohort_size=3)
+
+
+def test_a_grace_period_not_above_the_heartbeat_interval_is_refused_at_the_first_should_prune(tmp_path):
+    _, study = _beating(tmp_path, "beats.db", interval=2, grace=2)
+    refusal = (r"^Invalid grace_period: 2 \(the storage's heartbeat_interval is 2 s, so a live trial is stale between "
+               r"two of its heartbeats: expected grace_period above heartbeat_interval.*grace_period=12\)\)$")
+    with pytest.raises(ValueError, match=refusal):
+        within(WATCHDOG, lambda: study.optimize(make_objective(), n_trials=3))
+    assert [(t.state, t.last_step) for t in study.trials] == [(TrialState.FAIL, 0)]
+    _, study = _beating(tmp_path, "cohorts.db", interval=2, grace=1)
+    with pytest.raises(ValueError, match=r"^Invalid grace_period: 1 "):
+        optimize_in_cohorts(study, make_objective(), n_trials=3)
+    assert study.trials == []  # before any trial
+
+
+@pytest.mark.parametrize("driver,when", [("optimize_in_cohorts", "waiting"), ("optimize_in_cohorts", "training"),
+                                         ("study.optimize", "waiting")])
+def test_a_live_trial_failed_as_stale_by_another_worker_is_dropped_with_one_warning(tmp_path, driver, when):
+    # Another worker's heartbeat check fails trial 0 while this process still runs it (on a busy machine its
+    # heartbeats came late): here the other worker is another Study object on the same storage, and the
+    # check is what optuna.storages.fail_stale_trials does to a stale trial. Trial 0 is dropped with one
+    # warning: it never raises UpdateFinishedTrialError out of its objective, and the others finish.
+    storage, study = _beating(tmp_path, "stale.db", interval=1, grace=60)  # nothing goes stale by itself
+    other_worker = optuna.load_study(study_name=study.study_name, storage=storage)
+    at_rung = threading.Event()
+    left = {}
+
+    def objective(trial):
+        learner = Learner(trial)
+        try:
+            for epoch in range(EPOCHS):
+                accuracy = learner.epoch()
+                if when == "waiting" and trial.number == 2 and epoch == 1:
+                    assert at_rung.wait(WATCHDOG)  # trial 0 reported rung 1 and waits there
+                    other_worker.tell(0, state=TrialState.FAIL)
+                if when == "training" and trial.number == 0 and epoch == 1:
+                    other_worker.tell(0, state=TrialState.FAIL)  # between two of its reports
+                trial.report(accuracy, epoch)
+                if trial.number == 0 and epoch == 1:
+                    at_rung.set()
+                if trial.should_prune():
+                    raise optuna.TrialPruned()
+            return accuracy
+        except BaseException as error:
+            left[trial.number] = type(error).__name__
+            raise
+
+    def run():
+        if driver == "optimize_in_cohorts":
+            optimize_in_cohorts(study, objective, n_trials=6)
+        else:
+            study.optimize(objective, n_trials=3, n_jobs=3)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, run)
+    stale = [str(w.message) for w in caught if issubclass(w.category, StaleTrialWarning)]
+    assert len(stale) == 1 and stale[0].startswith("SynchronousSHAPruner: trial 0 was failed as stale")
+    # Waiting at a rung, the pruner's should_prune() ends it as a pruned trial ends; training, its own next
+    # trial.report raises (Optuna's), and optimize_in_cohorts drops it there. No other trial is touched.
+    assert left.pop(0) == ("TrialPruned" if when == "waiting" else "UpdateFinishedTrialError")
+    assert set(left.values()) <= {"TrialPruned"}
+    states = {t.number: t.state for t in study.trials}
+    assert states[0] == TrialState.FAIL
+    assert set(states.values()) - {TrialState.FAIL} <= {TrialState.COMPLETE, TrialState.PRUNED}
+    assert len(states) == (6 if driver == "optimize_in_cohorts" else 3)  # the study went on without it
+    if when == "waiting":  # it had reported rung 1 before it was failed: judged there with its score
+        assert study.user_attrs["sha:cohort0:rung1"]["reporters"] == 3
+
+
 # Steps and rungs ------------------------------------------------------------------------------------
 
 
@@ -534,13 +638,27 @@ def test_optuna_vocabulary_derives_the_rungs():
         optimize_in_cohorts(optuna.create_study(pruner=optuna.pruners.MedianPruner()), make_objective(), 1)
     with pytest.raises(ValueError, match="Invalid n_jobs: 0"):
         optimize_in_cohorts(_study(cohort_size=3), make_objective(), 3, n_jobs=0)
-    # A multi-objective study: refused before any trial, in one line (Optuna itself refuses trial.report there
-    # before any pruner is asked).
-    two = optuna.create_study(directions=["maximize", "minimize"], pruner=SynchronousSHAPruner(cohort_size=3))
-    with pytest.raises(ValueError, match=r"^Invalid study: 2 objectives \(SynchronousSHAPruner ranks one score: "
-                                         r"expected optuna.create_study\(direction=\.\.\.\)") as error:
+    with pytest.raises(ValueError, match=r"Invalid workers: 0 \(expected an int >= 1 of worker processes\)"):
+        SynchronousSHAPruner(workers=0)
+
+
+def test_a_study_with_several_objectives_is_refused_by_the_pruner_as_it_is_built(tmp_path):
+    # Optuna never asks a pruner in a multi-objective study (trial.report raises first): the pruner refuses
+    # the study when Optuna builds it, in one line, before any trial; optimize_in_cohorts refuses it too.
+    refusal = r"^Invalid study: 2 objectives \(SynchronousSHAPruner ranks one score: expected optuna.create_study\(" \
+              r"direction=\.\.\.\)"
+    with pytest.raises(ValueError, match=refusal) as error:
+        optuna.create_study(directions=["maximize", "minimize"], pruner=SynchronousSHAPruner(cohort_size=3))
+    assert "\n" not in str(error.value)
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    optuna.create_study(study_name="two", storage=url, directions=["maximize", "minimize"])
+    with pytest.raises(ValueError, match=refusal):
+        optuna.load_study(study_name="two", storage=url, pruner=SynchronousSHAPruner(cohort_size=3))
+    two = optuna.create_study(directions=["maximize", "minimize"])
+    two.pruner = SynchronousSHAPruner(cohort_size=3)  # set afterwards: optimize_in_cohorts still refuses it
+    with pytest.raises(ValueError, match=refusal):
         optimize_in_cohorts(two, make_objective(), 3)
-    assert "\n" not in str(error.value) and two.trials == []
+    assert two.trials == []
 
 
 def test_steps_that_never_reach_the_first_rung_warn_once():

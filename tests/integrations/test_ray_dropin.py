@@ -8,9 +8,12 @@ promoted exactly the top fraction of its cohort."""
 from __future__ import annotations
 
 import faulthandler
+import json
 import math
 import time
 import warnings
+
+from pathlib import Path
 
 import pytest
 import ray
@@ -23,7 +26,9 @@ from eve_search.integrations.ray import PAPER_RUNGS, SynchronousSHAScheduler, Sy
 from tests.integrations.ray_dropin_trainables import (
     LazySearcher,
     SlowSearcher,
+    objective_checkpointing_at_its_end,
     objective_with_checkpoint,
+    objective_with_sparse_metric,
     objective_without_checkpoint,
 )
 
@@ -222,6 +227,73 @@ def test_a_trial_that_ends_before_the_first_rung_is_warned_about(local_ray, tmp_
     assert seconds < BUDGET_S and not grid.errors
     assert scheduler.decisions() == []
     assert len(warned) == 1 and "before the first rung (3), so successive halving never applied" in warned[0]
+
+
+def test_a_metric_reported_every_second_step_is_judged_at_its_first_report_past_each_rung(local_ray, tmp_path,
+                                                                                           monkeypatch):
+    # Tune's own advice for a trainable that reports its metric only on some steps; the scheduler takes the
+    # results without it between rungs. Rungs 1, 3 and 9 fall on steps without the metric: each is judged by
+    # the trial's next result that has it (steps 2, 4 and 10), as ASHA counts a result past its milestone.
+    monkeypatch.setenv("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+    scheduler = SynchronousSHAScheduler(grace_period=1, reduction_factor=3, max_t=9)
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_sparse_metric, scheduler, grid_space(steps=10),
+                                         metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors
+    assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 4), (3, 1, 1),
+                                                                                            (9, 0, 1)]
+    for decision in scheduler.decisions():
+        cohort = decision.promoted + decision.stopped
+        judged_at = {t: next(r for i, r in collect.results if i == t and "score" in r
+                             and r["training_iteration"] >= decision.budget) for t in cohort}
+        assert {r["training_iteration"] for r in judged_at.values()} == {decision.budget + 1}
+        best = sorted(cohort, key=lambda t: -judged_at[t]["score"])
+        if decision.rung < len(scheduler.rungs) - 1:
+            assert decision.promoted == best[: math.ceil(len(cohort) / 3)]
+    winner = scheduler.decisions()[-1].stopped[0]
+    assert collect.of(winner, "step") == list(range(1, 11))  # resumed after each pause, never restarted
+    assert len(warned) == 1 and "passed rung 1 (training_iteration=1) with a result without the metric 'score'" \
+        in warned[0]
+
+
+# Checkpoints of the winner and the losers -----------------------------------------------------------------
+
+
+def test_every_trial_keeps_the_checkpoint_it_reported_last_through_pauses_and_stops(local_ray, tmp_path):
+    # A checkpoint with every report, cohorts of three: losers are stopped while other cohorts train, and
+    # the winners complete beside them. No trial may be stopped while its latest checkpoint is being saved
+    # (Tune would drop it): each result's checkpoint is the one its trial reported last.
+    scheduler = SynchronousSHAScheduler(max_t=9, cohort_size=3)
+    qualities = [0.9, 0.2, 0.5, 0.7, 0.3, 0.8, 0.4, 0.6, 0.1]
+    grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
+                                         grid_space(qualities, steps=9, sleep=0.05), metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors and warned == []
+    check_rungs(scheduler, collect)
+    for result in grid:
+        assert result.checkpoint is not None, result.metrics["trial_id"]
+        with result.checkpoint.as_directory() as folder:
+            assert json.loads((Path(folder) / "state.json").read_text())["step"] == result.metrics["step"]
+    best = grid.get_best_result()
+    assert best.checkpoint is not None and best.metrics["trial_id"] == scheduler.winner()
+
+
+def test_a_trainable_that_checkpoints_at_its_end_gives_the_winner_with_its_checkpoint(local_ray, tmp_path):
+    # Ray's LightGBM example checkpoints only after its last round. The winner trains to the end and keeps
+    # that checkpoint; the losers never reported one. Here the metric falls with training, so a loser's last
+    # (early) score beats the winner's final one and results.get_best_result() would return it, without a
+    # checkpoint: the scheduler says so at the end of the run, and best_result() gives the winner.
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    grid, collect, warned, seconds = fit(tmp_path, objective_checkpointing_at_its_end, scheduler, grid_space(),
+                                         metric="score", mode="max")
+    assert seconds < BUDGET_S and not grid.errors
+    winner = scheduler.best_result(grid)
+    assert winner.metrics["trial_id"] == scheduler.winner() and winner.config["quality"] == max(QUALITIES)
+    with winner.checkpoint.as_directory() as folder:
+        assert json.loads((Path(folder) / "model.json").read_text()) == {"step": 3, "quality": max(QUALITIES)}
+    fooled = grid.get_best_result()
+    assert fooled.metrics["step"] == 1 and fooled.checkpoint is None  # a loser stopped at rung 1
+    best = [w for w in warned if w.startswith("results.get_best_result() ranks each trial by its last result")]
+    assert len(best) == 1 and f"return trial {fooled.metrics['trial_id']}" in best[0] \
+        and "no checkpoint" in best[0] and "scheduler.best_result(results)" in best[0]
 
 
 # A class Trainable ------------------------------------------------------------------------------------
