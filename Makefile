@@ -2,6 +2,7 @@
 #   make demo   install the project and run the main job on the bundled UCI Adult data
 #   make test   install the project with every extra, the test tools and the Debian packages the
 #               tests drive (PostgreSQL, Chromium, Fashion-MNIST), then run the whole suite
+#   make docs   build the documentation site into docs/_build/html (offline; warnings are errors)
 # PyTorch is pinned to the 2.13.0 CPU build first: an unpinned torch would pull a multi-GB CUDA build.
 
 PYTHON ?= python3
@@ -12,7 +13,7 @@ TORCH ?= torch==2.13.0
 # checked in a real headless browser; dataset-fashion-mnist: the default data of `eve-search mnist`.
 DEBIAN_PACKAGES ?= postgresql chromium chromium-driver dataset-fashion-mnist
 
-.PHONY: demo test install install-test system-packages
+.PHONY: demo test test-load docs install install-test install-docs system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,14 @@ install: $(BIN)/python
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e ".[optuna,ray,postgres,lora,test]"
+
+# The site's API reference imports every public module, so the build needs the ray and lora extras too.
+# Installs only what is missing: on a machine already set up, `make docs` touches no network.
+install-docs: $(BIN)/python
+	@$(BIN)/python -c "import sys; sys.exit(sys.version_info < (3, 11))" || { \
+		echo "make docs: Sphinx 9 and MyST 5 need Python 3.11 or later (a .venv made with PYTHON=python3.11)"; exit 2; }
+	@$(BIN)/python -c "import eve_search, optuna, ray, peft, sphinx, myst_parser, furo" 2>/dev/null || { \
+		$(BIN)/pip install --quiet $(TORCH) && $(BIN)/pip install --quiet -e ".[optuna,ray,lora,docs]"; }
 
 system-packages:
 	@missing=""; for package in $(DEBIAN_PACKAGES); do \
@@ -39,3 +48,13 @@ demo: install
 test: install-test system-packages
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# -E: read every page afresh, so a warning from an earlier build is never hidden by the cache.
+docs: install-docs
+	$(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
+	@echo "built docs/_build/html/index.html"
+
+# The integration tests that run on a busy machine (processes spinning, a slow searcher, late reports, a
+# slow store: tests/load.py); `make test` runs them too, with the rest.
+test-load: install-test system-packages
+	$(BIN)/python -m pytest -q -m load
