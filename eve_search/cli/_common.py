@@ -238,7 +238,7 @@ def write_json(path: Path, kind: str, document: Any, *, indent: int = 2, kept: s
     (:data:`JSON_SCHEMA_VERSION`, raised whenever a key is renamed or removed; new keys do not raise
     it). The kinds: ``sweep`` (adult, sweep), ``rank``, ``audit``, ``mnist``, ``lora``,
     ``bench-throughput``, ``bench-synthetic``, ``bench-sweep``, ``bench-memory``, ``bench-matmul``,
-    ``dashboard``; each command's ``--help`` and the README say what its document holds. A document
+    ``dashboard``; each command's ``--help`` and the docs say what its document holds. A document
     that is not a mapping goes under ``"results"``. The path was checked writable before any work; the
     file is written atomically (:func:`write_output`: :class:`OutputError` in one line when it cannot
     be, ``kept`` added to it; default: :data:`KEPT_IN_STORE` for a command that records its results

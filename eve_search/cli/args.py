@@ -96,7 +96,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}".replace("\r", "\\r").replace("\n", "\\n"))
 
 
-# The limits (README "Limits"). Each says why in the message a value beyond it gets. ------------------
+# The limits (docs/tutorials/resuming-and-safety.md). Each says why in the message a value beyond it gets. ------------------
 
 MAX_BUDGET = 10**9
 WHY_BUDGET = "evaluation units per trial; a billion is days of training for the largest model here"
@@ -614,7 +614,7 @@ def check_processes(value: int | None, argument: str, *, configs: int, force: bo
 
 
 COST_MODE_HELP = (
-    "how a backward pass is charged (paper, Appendix \"Evaluation-Cost Accounting\", Equation 7; README "
+    "how a backward pass is charged (paper, Appendix \"Evaluation-Cost Accounting\", Equation 7; docs/how-it-works.md, "
     "\"The cost rule\"). 'calibrated' (default): the backward/forward time "
     "ratio is measured once per architecture before training, frozen and stored with the sweep, so a "
     "resumed sweep charges exactly like an uninterrupted one and the seed fixes every result on this "

@@ -24,7 +24,7 @@ __all__ = [
 
 
 def sanitize(value: float) -> float:
-    """A value that is not finite becomes +inf: never accepted, always replaceable (not in the paper; see README, "EvE")."""
+    """A value that is not finite becomes +inf: never accepted, always replaceable (not in the paper; see docs/how-it-works.md, "EvE")."""
     return value if math.isfinite(value) else math.inf
 
 
