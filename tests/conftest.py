@@ -30,6 +30,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: item.path not in slow)
 
 
+@pytest.fixture
+def busy_machine(request):
+    """Processes spinning on the CPUs for the whole test (tests/load.py): ``@pytest.mark.load(spinners=N)``
+    sets how many (default: one per CPU, plus one). Yields the :class:`tests.load.Spinners`."""
+    from tests.load import Spinners, default_spinners
+
+    marker = request.node.get_closest_marker("load")
+    count = marker.kwargs.get("spinners", default_spinners()) if marker is not None else default_spinners()
+    with Spinners(count) as spinners:
+        yield spinners
+
+
+@pytest.fixture
+def latency(monkeypatch):
+    """``latency(owner, name, seconds, when=None)``: that function or method waits ``seconds`` before it
+    runs for the rest of the test (see :func:`tests.load.delayed`); returns the calls it delayed."""
+    from tests.load import delayed
+
+    return lambda owner, name, seconds, when=None: delayed(monkeypatch, owner, name, seconds, when)
+
+
 @pytest.fixture(scope="session")
 def tiny_splits() -> Splits:
     return TINY_TASK.data()

@@ -603,7 +603,11 @@ def console() -> int:
     from eve_search._openmp import configure_openmp
 
     if "torch" not in sys.modules:  # called in-process after PyTorch loaded, it is too late: say nothing
-        configure_openmp()  # the command owns its process: OpenMP waits passively on a shared CPU
+        try:  # the command owns its process: on a shared CPU, fewer PyTorch threads, which wait passively
+            configure_openmp()
+        except ValueError as error:  # EVE_SEARCH_THREADS is not one of its values
+            print(f"eve-search: {error}", file=sys.stderr)
+            return 2
     configure_malloc()  # and large tensors reuse freed heap memory instead of faulting in fresh pages
     code = main()
     sys.stdout.flush()

@@ -40,9 +40,10 @@ from eve_search.engine.store import SweepStore, study_name
 from eve_search.data import splits_checksum
 from eve_search.tasks import Splits, Task, get_task
 from eve_search.engine.checkpoint import CheckpointError
-from eve_search.engine.trial import Trial, evaluate_checkpoint, warm_up
+from eve_search.engine.trial import CALIBRATION_AGREEMENT, CALIBRATION_RANGE, Trial, evaluate_checkpoint, warm_up
 
-__all__ = ["Sweep", "SweepResult", "SweepSettings", "model_sizes", "prepare_sweep", "run_sweep", "warm_up"]
+__all__ = ["Sweep", "SweepResult", "SweepSettings", "calibration_note", "model_sizes", "prepare_sweep", "run_sweep",
+           "warm_up"]
 
 
 @dataclass(frozen=True)
@@ -246,10 +247,7 @@ class Sweep:
                                   data=self.data)
                     self.ratios[key], report = probe.calibrate(), probe.last_calibration
                 if report is not None and not report["reliable"]:
-                    estimates = ", ".join(f"{e:.3g}" for e in report["estimates"])
-                    note = (f"calibration of {key} could not be measured reliably (estimates {estimates}: the "
-                            f"machine is probably busy); froze {self.ratios[key]:.3g}. Pin --backward-ratio "
-                            "for charges that do not depend on the machine")
+                    note = calibration_note(key, self.ratios[key], report)
                     self.calibration_notes.append(note)
                     print(f"eve-search: {note}", file=sys.stderr)
             self.store.set("backward_ratios", self.ratios)  # stored at once: a resumed sweep charges identically
@@ -471,6 +469,43 @@ class Sweep:
                     for index in range(len(self.configs))],
             trained=trained,
         )
+
+
+def calibration_note(key: str, ratio: float, report: dict[str, Any]) -> str:
+    """The one line that says a frozen backward/forward ratio was measured on noisy timings: the ratio,
+    the measurements and how far they disagreed, against what calibration expects, and what to do.
+
+    Args:
+        key: the model shape the ratio is for (:meth:`~eve_search.tasks.Task.cost_key`).
+        ratio: the ratio frozen.
+        report: the trial's ``last_calibration`` (``estimates``, and ``spread``: the disagreement of the
+            closest attempt's interleaved halves, as a fraction).
+
+    Returns:
+        The line, without the ``eve-search:`` prefix.
+
+    Example:
+        >>> note = calibration_note("256x2", 2.31, {"estimates": [1.8, 2.31, 3.1], "spread": 0.41})
+        >>> note.split(": other")[0]
+        'calibration of 256x2: froze backward/forward ratio 2.31 from noisy timings (3 measurements 1.8, 2.31, 3.1; their halves disagreed by 41% at best, expected within 15%)'
+        >>> note.split("CPUs. ")[1]
+        'Pin --backward-ratio 2.3 for charges that do not depend on the machine, or measure again on a quiet machine (a new --workdir)'
+    """
+    estimates = ", ".join(f"{e:.3g}" for e in report.get("estimates", ()))
+    spread = report.get("spread")
+    low, high = CALIBRATION_RANGE
+    if spread is not None and math.isfinite(spread) and spread <= CALIBRATION_AGREEMENT - 1:
+        why = f"outside the expected [{low:g}, {high:g}]"
+    elif spread is not None and math.isfinite(spread):
+        why = (f"their halves disagreed by {spread:.0%} at best, expected within "
+               f"{CALIBRATION_AGREEMENT - 1:.0%}")
+    else:
+        why = "too few passes to compare"
+    count = len(report.get("estimates", ()))
+    return (f"calibration of {key}: froze backward/forward ratio {ratio:.3g} from noisy timings ({count} "
+            f"measurement{'' if count == 1 else 's'} {estimates}; {why}): other processes were probably using the CPUs. Pin "
+            f"--backward-ratio {ratio:.2g} for charges that do not depend on the machine, or measure again on a "
+            "quiet machine (a new --workdir)")
 
 
 def model_sizes(task: Task, data: Splits, configs: list[Config]) -> Callable[[int], float]:

@@ -11,6 +11,7 @@ for bit; loading never executes code (see :mod:`eve_search.engine.checkpoint`).
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -249,10 +250,12 @@ class Trial:
         extended until it holds enough backward passes, and the estimate is checked against itself
         (``chunks`` interleaved groups of passes must agree within 15%, the ratio must lie in
         [0.5, 8]); otherwise it is measured again, up to ``attempts`` times, and the median estimate
-        is kept. ``self.last_calibration`` says how it went (``reliable``: False when no attempt passed).
+        is kept. ``self.last_calibration`` says how it went (``reliable``: False when no attempt passed;
+        ``spread``: by how much, as a fraction, the interleaved groups of the closest attempt disagreed).
         """
         chunks = max(2, int(chunks))
         estimates = []
+        spreads = []
         for _ in range(max(1, int(attempts))):
             probe = Trial(self.task, self.config, self.optimizer_name, seed=self.seed, index=self.index,
                           cost_mode="measured", data=self.data)
@@ -268,12 +271,14 @@ class Trial:
             groups = [meter.robust_ratio(offset=k, step=chunks) for k in range(chunks)
                       if meter.backward_times[k::chunks] and meter.forward_times[k::chunks]]
             estimates.append(ratio)
+            spreads.append(max(groups) / min(groups) - 1.0 if len(groups) == chunks and min(groups) > 0 else math.inf)
             agree = len(groups) == chunks and max(groups) <= CALIBRATION_AGREEMENT * min(groups)
             if agree and CALIBRATION_RANGE[0] <= ratio <= CALIBRATION_RANGE[1]:
-                self.last_calibration = {"ratio": ratio, "reliable": True, "estimates": estimates}
+                self.last_calibration = {"ratio": ratio, "reliable": True, "estimates": estimates,
+                                         "spread": spreads[-1]}
                 return ratio
         ratio = statistics.median(estimates)
-        self.last_calibration = {"ratio": ratio, "reliable": False, "estimates": estimates}
+        self.last_calibration = {"ratio": ratio, "reliable": False, "estimates": estimates, "spread": min(spreads)}
         return ratio
 
     # State ------------------------------------------------------------------------------------------

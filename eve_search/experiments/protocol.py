@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -467,6 +468,10 @@ def run_protocol(settings: ProtocolSettings, *, storage: str, resume: bool = Fal
                 probe = Trial(task, settings.config(lr), optimizer, seed=settings.seeds[0], index=0,
                               backward_ratio=1.0, data=data)
                 ratio = float(probe.calibrate(units=settings.calibration_units))
+                if not probe.last_calibration["reliable"]:  # frozen all the same, and said so in one line
+                    from eve_search.engine.sweep import calibration_note
+
+                    print(f"eve-search: {calibration_note(optimizer, ratio, probe.last_calibration)}", file=sys.stderr)
             store.set_ratio(optimizer, ratio)
             ratios[optimizer] = ratio
         tell("start", (key, len(done) + position, len(done) + len(todo)))

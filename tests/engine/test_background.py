@@ -7,13 +7,23 @@ from pathlib import Path
 import pytest
 
 from eve_search.engine._background import BackgroundStore
+from tests.load import hang_guard
 
 
 class SlowStore:
-    def __init__(self, delay=0.01):
+    """A store whose writes take ``delay`` seconds; with ``hold=True`` its first write also waits until the
+    test sets ``released`` (``entered`` is set once the writer is in it): the writer is busy, by events."""
+
+    def __init__(self, delay=0.01, hold=False):
         self.calls, self.delay, self.written = [], delay, set()
+        self.entered = threading.Event()
+        self.released = threading.Event()
+        if not hold:
+            self.released.set()
 
     def record(self, index, budget, details, checkpoint):
+        self.entered.set()
+        self.released.wait()
         time.sleep(self.delay)
         self.written.add(index)
         self.calls.append(("record", index, budget, threading.current_thread().name))
@@ -59,11 +69,13 @@ def test_a_checkpoint_path_is_given_once_that_trials_records_are_written():
 
 
 def test_only_the_latest_queued_wall_time_is_written():
-    inner = SlowStore(delay=0.05)
-    with BackgroundStore(inner) as store:
+    inner = SlowStore(hold=True)
+    with hang_guard(), BackgroundStore(inner) as store:
         store.record(0, 10, {"score": 0.5}, b"")
+        inner.entered.wait()  # the writer is busy with the record: the three times queue behind it
         for seconds in (1.0, 2.0, 3.0):
             store.set("wall_seconds", seconds)
+        inner.released.set()
     assert [c for c in inner.calls if c[0] == "set"] == [("set", "wall_seconds", 3.0)]
 
 
@@ -84,17 +96,19 @@ def test_a_failed_write_is_raised_on_the_calling_thread_and_later_writes_are_dro
 
 
 def test_the_sweep_id_is_read_without_waiting_for_queued_writes():
-    inner = SlowStore(delay=0.5)
+    inner = SlowStore(hold=True)
     inner.sweep_id = "abc123"
-    with BackgroundStore(inner) as store:
+    with hang_guard(), BackgroundStore(inner) as store:  # (a read that waited for the write would hang)
         store.record(0, 10, {"score": 0.5}, b"")
+        inner.entered.wait()
         assert store.sweep_id == "abc123"
         assert inner.calls == []  # the record is still being written: nothing waited for it
+        inner.released.set()
 
 
 class BatchingStore(SlowStore):
-    def __init__(self, delay=0.05):
-        super().__init__(delay)
+    def __init__(self, delay=0.05, hold=False):
+        super().__init__(delay, hold)
         self.batches = []
 
     def record_many(self, results):
@@ -106,12 +120,15 @@ class BatchingStore(SlowStore):
 
 
 def test_results_queued_behind_one_another_are_written_together_in_order():
-    inner = BatchingStore()
-    with BackgroundStore(inner) as store:
-        for i in range(6):
-            store.record(i, 10, {"score": 0.5}, b"")  # the writer is busy with the first meanwhile
+    inner = BatchingStore(hold=True)
+    with hang_guard(), BackgroundStore(inner) as store:
+        store.record(0, 10, {"score": 0.5}, b"")
+        inner.entered.wait()  # the writer is busy with the first: the rest queue behind it
+        for i in range(1, 6):
+            store.record(i, 10, {"score": 0.5}, b"")
         store.eliminate([4, 5])
         store.record(6, 30, {"score": 0.5}, b"")
+        inner.released.set()
         assert store.checkpoint_path(3) == Path("trial-3.pt")
     assert [c[:3] for c in inner.calls] == [("record", i, 10) for i in range(6)] + [("eliminate", (4, 5)),
                                                                                     ("record", 6, 30)]

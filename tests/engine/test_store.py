@@ -212,7 +212,8 @@ def _state_of(url, name="s"):
 
 
 def _waiting_study(url, count):
-    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=1)
+    # Heartbeats on, with a grace period no test outlasts: a heartbeat is stale only where a test makes it old.
+    storage = optuna.storages.RDBStorage(url, heartbeat_interval=1, grace_period=3600)
     study = optuna.create_study(study_name="s", storage=storage)
     ids = [study.ask()._trial_id for _ in range(count)]
     for trial_id in ids:
@@ -221,7 +222,7 @@ def _waiting_study(url, count):
 
 
 def test_a_claim_at_once_is_what_optunas_three_calls_leave_and_never_starts_stale(tmp_path):
-    import time
+    from sqlalchemy import text
 
     from eve_search.engine._stores import claim_at_once
 
@@ -230,8 +231,10 @@ def test_a_claim_at_once_is_what_optunas_three_calls_leave_and_never_starts_stal
     for fast in (True, False):
         url = f"sqlite:///{tmp_path}/{fast}.db"
         storage, study, ids = _waiting_study(url, 3)
-        storage.record_heartbeat(ids[0])  # an old heartbeat: the trial ran before, a while ago
-        time.sleep(1.2)
+        storage.record_heartbeat(ids[0])  # an old heartbeat: the trial ran before, long ago (aged below, no sleep)
+        with storage.engine.begin() as connection:
+            connection.execute(text("UPDATE trial_heartbeats SET heartbeat = '2000-01-01 00:00:00.000000' "
+                                    "WHERE trial_id = :trial_id"), {"trial_id": ids[0]})
         if fast:
             assert claim_at_once(storage, ids[0], heartbeat=True, attrs={"worker": "host:1"}) is True
             assert claim_at_once(storage, ids[1], heartbeat=False) is True

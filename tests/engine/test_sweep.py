@@ -100,3 +100,23 @@ def test_everything_that_can_fail_fails_before_training(tmp_path, monkeypatch):
 def test_settings_are_checked(kwargs, message):
     with pytest.raises(ValueError, match=message):
         settings(**kwargs)
+
+
+def test_a_ratio_calibrated_on_noisy_timings_is_frozen_with_one_line_that_names_its_spread_and_the_fix(
+        tmp_path, monkeypatch, capsys):
+    # A busy machine, as calibration sees it: three attempts whose interleaved halves never agree.
+    def noisy(self, units=200.0, chunks=2, attempts=3):
+        self.last_calibration = {"ratio": 2.4, "reliable": False, "estimates": [1.9, 2.4, 3.3], "spread": 0.38}
+        return 2.4
+
+    monkeypatch.setattr(Trial, "calibrate", noisy)
+    sweep = prepare_sweep(settings(backward_ratio=None), storage=f"sqlite:///{tmp_path / 'r.db'}",
+                          checkpoint_dir=tmp_path)
+    ratios = sweep.calibrate()
+    assert set(ratios.values()) == {2.4} and sweep.store.get("backward_ratios") == ratios  # frozen, and said so
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == len(ratios) == len(sweep.calibration_notes)
+    for line in lines:
+        assert line.startswith("eve-search: calibration of ") and "froze backward/forward ratio 2.4" in line
+        assert "3 measurements 1.9, 2.4, 3.3; their halves disagreed by 38% at best, expected within 15%" in line
+        assert "Pin --backward-ratio 2.4" in line and "measure again on a quiet machine" in line

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-ONE_THREAD_MODULES = frozenset({"test_optuna", "test_optuna_dropin"})  # names in tests/integrations/
+ONE_THREAD_MODULES = frozenset({"test_optuna", "test_optuna_dropin", "test_under_load"})  # in tests/integrations/
 
 
 @pytest.fixture(autouse=True)

@@ -63,9 +63,10 @@ class MarkedTrainable(EveTrainable):
             (self._marks / f"actor-{os.getpid()}").touch()
 
     def _wait_for_actors(self):
-        """With ``actors=n``, the first step waits (up to a minute) until n actor processes exist, so
-        that a slow-starting node is not left out by actors that are reused before it is up."""
-        deadline = time.monotonic() + 60
+        """With ``actors=n``, the first step waits until n actor processes exist, so that a slow-starting
+        node is not left out by actors that are reused before it is up (the deadline only guards a hang,
+        sized for a machine ten times slower than any start seen)."""
+        deadline = time.monotonic() + 600
         while len(list(self._marks.glob("actor-*"))) < self._actors and time.monotonic() < deadline:
             time.sleep(0.2)
 

@@ -1,9 +1,9 @@
 """SynchronousSHAScheduler swapped into scripts written the way Ray Tune's own examples are: function
 trainables with and without checkpoints, a class Trainable that saves only its model, OptunaSearch
 behind a ConcurrencyLimiter, max_concurrent_trials, an endless search with a time budget, and
-searchers that wait or run out. Each run is small, has a time budget (a hang fails the test instead
-of stalling CI; a watchdog ends the process if even that fails) and checks that every decided rung
-promoted exactly the top fraction of its cohort."""
+searchers that wait or run out. Each run is small, is never timed (a watchdog ends the process if a
+run hangs, so CI fails instead of stalling) and checks that every decided rung promoted exactly the top
+fraction of its cohort."""
 
 from __future__ import annotations
 
@@ -33,9 +33,9 @@ from tests.integrations.ray_dropin_trainables import (
 )
 
 pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
-BUDGET_S = 240  # Tune's time budget for one run: a run that hangs ends here, and the test fails (a run takes
-# 3-10 s on a quiet 2-core machine and 36-47 s beside two busy loops; one took 150 s in a slow CI run)
-WATCHDOG_S = 300  # past this, the process dumps every thread's stack and exits: CI fails, never stalls
+# The hang guard, not a time budget: past this, the process dumps every thread's stack and exits, so CI fails
+# instead of stalling. A run is never timed: a test may take minutes on a busy machine, and must still pass.
+WATCHDOG_S = 1200
 QUALITIES = [0.9, 0.8, 0.3, 0.5, 0.4, 0.6]  # the best two start first, so they are paused, not left idle
 
 
@@ -67,15 +67,15 @@ class Collect(tune.Callback):
         return [r[key] for t, r in self.results if t == trial_id]
 
 
-def fit(tmp_path, trainable, scheduler, param_space=None, **tune_config):
-    """Run one small experiment; returns (grid, collected results, SynchronousSHAWarnings, seconds)."""
+def fit(tmp_path, trainable, scheduler, param_space=None, stop=None, **tune_config):
+    """Run one small experiment (``stop``: a tune.Stopper); returns (grid, collected results,
+    SynchronousSHAWarnings, seconds)."""
     collect = Collect()
-    tune_config.setdefault("time_budget_s", BUDGET_S)
     tune_config.setdefault("reuse_actors", True)
     tuner = tune.Tuner(trainable, param_space=param_space or {},
                        tune_config=tune.TuneConfig(scheduler=scheduler, **tune_config),
                        run_config=tune.RunConfig(name="run", storage_path=str(tmp_path), verbose=0,
-                                                 callbacks=[collect]))
+                                                 callbacks=[collect], stop=stop))
     start = time.monotonic()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -197,7 +197,7 @@ def test_a_function_trainable_without_checkpoints_is_warned_and_still_halved(loc
     scheduler = SynchronousSHAScheduler(max_t=3)  # rungs 1 and 3: 6 trials, 2 go on
     grid, collect, warned, seconds = fit(tmp_path, objective_without_checkpoint, scheduler, grid_space(),
                                          metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors
+    assert not grid.errors
     assert check_rungs(scheduler, collect) == scheduler.ledgers and len(scheduler.ledgers) == 1
     assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 4), (3, 0, 2)]
     check_ended_at_their_rung(grid, scheduler)
@@ -213,7 +213,7 @@ def test_a_function_trainable_with_get_checkpoint_resumes_without_warnings(local
     scheduler = SynchronousSHAScheduler(max_t=3)
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, grid_space(),
                                          metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     check_rungs(scheduler, collect)
     check_ended_at_their_rung(grid, scheduler)
     for trial_id in scheduler.decisions()[0].promoted:  # paused at rung 1, resumed at step 2
@@ -224,7 +224,7 @@ def test_a_trial_that_ends_before_the_first_rung_is_warned_about(local_ray, tmp_
     scheduler = SynchronousSHAScheduler(grace_period=3, max_t=9)  # the script stops at 2 steps
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
                                          grid_space(QUALITIES[:3], steps=2), metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors
+    assert not grid.errors
     assert scheduler.decisions() == []
     assert len(warned) == 1 and "before the first rung (3), so successive halving never applied" in warned[0]
 
@@ -238,7 +238,7 @@ def test_a_metric_reported_every_second_step_is_judged_at_its_first_report_past_
     scheduler = SynchronousSHAScheduler(grace_period=1, reduction_factor=3, max_t=9)
     grid, collect, warned, seconds = fit(tmp_path, objective_with_sparse_metric, scheduler, grid_space(steps=10),
                                          metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors
+    assert not grid.errors
     assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 4), (3, 1, 1),
                                                                                             (9, 0, 1)]
     for decision in scheduler.decisions():
@@ -266,7 +266,7 @@ def test_every_trial_keeps_the_checkpoint_it_reported_last_through_pauses_and_st
     qualities = [0.9, 0.2, 0.5, 0.7, 0.3, 0.8, 0.4, 0.6, 0.1]
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
                                          grid_space(qualities, steps=9, sleep=0.05), metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     check_rungs(scheduler, collect)
     for result in grid:
         assert result.checkpoint is not None, result.metrics["trial_id"]
@@ -284,7 +284,7 @@ def test_a_trainable_that_checkpoints_at_its_end_gives_the_winner_with_its_check
     scheduler = SynchronousSHAScheduler(max_t=3)
     grid, collect, warned, seconds = fit(tmp_path, objective_checkpointing_at_its_end, scheduler, grid_space(),
                                          metric="score", mode="max")
-    assert seconds < BUDGET_S and not grid.errors
+    assert not grid.errors
     winner = scheduler.best_result(grid)
     assert winner.metrics["trial_id"] == scheduler.winner() and winner.config["quality"] == max(QUALITIES)
     with winner.checkpoint.as_directory() as folder:
@@ -306,7 +306,7 @@ def test_a_class_trainable_that_saves_only_its_model(local_ray, tmp_path):
     space = {"seed": tune.grid_search([0, 1, 2, 3]), "lr": 0.05}
     grid, collect, warned, seconds = fit(tmp_path, ModelOnlyTrainable, scheduler, space, metric="accuracy",
                                          mode="max", reuse_actors=False)  # no reset_config, as in Ray's example
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     check_rungs(scheduler, collect, metric="accuracy")
     check_ended_at_their_rung(grid, scheduler)
     assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 2, 2), (3, 0, 2)]
@@ -326,7 +326,7 @@ def test_optuna_search_behind_a_concurrency_limiter(local_ray, tmp_path):
     grid, collect, warned, seconds = fit(
         tmp_path, objective_with_checkpoint, scheduler, {"quality": tune.uniform(0.1, 1.0), "steps": 3},
         metric="score", mode="max", search_alg=ConcurrencyLimiter(searcher, max_concurrent=4), num_samples=8)
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     # One cohort of all eight trials, although at most four were live at once for the limiter.
     assert [len(ledger.members) for ledger in scheduler.ledgers] == [8] and scheduler.partial_cohorts() == []
     check_rungs(scheduler, collect)
@@ -341,7 +341,7 @@ def test_max_concurrent_trials_limits_training_not_the_cohort(local_ray, tmp_pat
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
                                          grid_space(QUALITIES[:5], sleep=0.05), metric="score", mode="max",
                                          max_concurrent_trials=1)
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     assert [len(ledger.members) for ledger in scheduler.ledgers] == [5]
     check_rungs(scheduler, collect)
     # One trial trained at a time: no two steps of different trials overlap.
@@ -350,18 +350,32 @@ def test_max_concurrent_trials_limits_training_not_the_cohort(local_ray, tmp_pat
         assert first == second or start >= end
 
 
+class AfterCohorts(tune.Stopper):
+    """Ends the experiment from outside once the first ``count`` cohorts are decided, as Tune's time budget
+    does (``time_budget_s`` is a stopper's ``stop_all()`` too), but on an event instead of the clock."""
+
+    def __init__(self, scheduler, count):
+        self.scheduler, self.count = scheduler, count
+
+    def __call__(self, trial_id, result):
+        return False
+
+    def stop_all(self):
+        first = self.scheduler.ledgers[: self.count]
+        return len(first) == self.count and all(len(ledger.decisions()) == len(self.scheduler.rungs)
+                                                for ledger in first)
+
+
 def test_an_endless_search_with_a_time_budget_decides_cohort_after_cohort(local_ray, tmp_path):
     scheduler = SynchronousSHAScheduler(max_t=3, cohort_size=4)
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler,
                                          {"quality": tune.uniform(0.1, 1.0), "steps": 3}, metric="score",
-                                         mode="max", num_samples=-1, time_budget_s=20)
-    assert seconds < 60
+                                         mode="max", num_samples=-1, stop=AfterCohorts(scheduler, 2))
     complete = check_rungs(scheduler, collect, complete_only=True)
-    assert len(complete) >= 2, scheduler.debug_string()
+    assert scheduler.ledgers[:2] == complete[:2], scheduler.debug_string()  # what ended the run
     assert all(len(ledger.members) == 4 for ledger in complete)
-    # The cohorts were decided in order: the ones the time budget cut all come after every complete one.
-    # (How many were in flight at the cut depends on the machine's timing: one to three were seen.)
-    assert scheduler.ledgers[: len(complete)] == complete
+    # Cohorts in flight when the run ended (which, and how many, depends on the machine's timing: a later
+    # cohort may finish before an earlier one whose trial started late) are cut, never decided partially.
     assert scheduler.partial_cohorts() == []
 
 
@@ -371,7 +385,7 @@ def test_a_searcher_that_waits_then_runs_out(local_ray, tmp_path):
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, {},
                                          metric="score", mode="max", num_samples=20,
                                          search_alg=LazySearcher(QUALITIES, batch=3))
-    assert seconds < BUDGET_S and not grid.errors
+    assert not grid.errors
     assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3]
     check_rungs(scheduler, collect)
     check_ended_at_their_rung(grid, scheduler)
@@ -404,7 +418,7 @@ def test_the_same_seed_gives_the_same_decisions_with_one_or_two_trials_at_a_time
             tmp_path / f"at-once-{concurrent}", objective_with_checkpoint, scheduler,
             {"quality": tune.uniform(0.1, 1.0), "steps": 3}, metric="score", mode="max", num_samples=7,
             search_alg=BasicVariantGenerator(random_state=7, max_concurrent=concurrent))
-        assert seconds < BUDGET_S and not grid.errors
+        assert not grid.errors
         assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3, 1]
         check_rungs(scheduler, collect)
         check_ended_at_their_rung(grid, scheduler)
@@ -428,7 +442,7 @@ def test_a_slow_searcher_and_late_reports_close_no_cohort_early(local_ray, tmp_p
     searcher = SlowSearcher(seed=3, total=6, seconds=0.7)
     grid, collect, warned, seconds = fit(tmp_path, objective_with_checkpoint, scheduler, {}, metric="score",
                                          mode="max", num_samples=6, search_alg=searcher)
-    assert seconds < BUDGET_S and not grid.errors and warned == []
+    assert not grid.errors and warned == []
     assert [len(ledger.members) for ledger in scheduler.ledgers] == [3, 3]
     assert scheduler.partial_cohorts() == []
     check_rungs(scheduler, collect)
@@ -447,9 +461,7 @@ def test_the_last_guard_raises_rather_than_hangs(local_ray, tmp_path, monkeypatc
             return False
 
     monkeypatch.setattr(ray_module, "GUARD_SECONDS", 3.0)  # (60 s in a real run)
-    start = time.monotonic()
     with pytest.raises(Exception, match=r"SynchronousSHAScheduler cannot go on: for 3 s no trial trained or "
                                         r"started while trials .* waited"):
         fit(tmp_path, objective_with_checkpoint, LostEvent(max_t=3), {}, metric="score", mode="max", num_samples=20,
             search_alg=LazySearcher(QUALITIES, batch=3))
-    assert time.monotonic() - start < BUDGET_S  # the guard, not Tune's time budget, ended it

@@ -37,13 +37,25 @@ def test_the_cpu_sampler_counts_a_process_that_ended_before_it_stopped():
     import subprocess
     import sys
 
+    import time
+
+    from tests.load import hang_guard
+
     sampler = ray_timeline.CpuSampler(period=0.05)
     sampler.start()
-    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(0.2)"
-    child = subprocess.run([sys.executable, "-c", busy], check=True)
-    assert child.returncode == 0  # ended: only the samples taken while it ran know it
+    # The child spins for 0.6 s of CPU, says so, and ends once the sampler has seen all of it (events: no
+    # sleep decides whether a sample falls before its end, however slow the machine).
+    busy = ("import sys, time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n"
+            "print('done', flush=True)\nsys.stdin.read()")
+    child = subprocess.Popen([sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    with hang_guard():
+        assert child.stdout.readline() == "done\n"
+        while sampler._last.get(child.pid, ("", 0.0))[1] < 0.6:
+            time.sleep(0.01)
+        child.stdin.close()
+        assert child.wait() == 0  # ended: only the samples taken while it ran know it
     used = sampler.stop()
-    mine = [seconds for seconds, _, command in used if busy.splitlines()[0] in command]
+    mine = [seconds for seconds, pid, _ in used if pid == child.pid]
     assert len(mine) == 1 and 0.5 <= mine[0] <= 2.0
     assert all(seconds > 0.05 for seconds, _, _ in used)
     assert [seconds for seconds, _, _ in used] == sorted((seconds for seconds, _, _ in used), reverse=True)
