@@ -373,6 +373,7 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
     cohort_size = s.cohort_size if s.cohort_size is not None and s.cohort_size < len(sweep.configs) else None
     scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=s.rungs, fraction=s.fraction,
                                         metric=sweep.task.metric, mode=sweep.task.mode, cohort_size=cohort_size)
+    scheduler._warned.add("best")  # this sweep names its winner itself: Tune's get_best_result() is not read
     trainable = tune.with_resources(
         tune.with_parameters(EveTrainable, task=sweep.task, optimizer=s.optimizer, rungs=s.rungs, seed=s.seed,
                              cost_mode=s.cost_mode, backward_ratios=dict(sweep.ratios),
