@@ -67,10 +67,10 @@ def test_a_rung_decided_before_its_last_result_reaches_the_callback_waits_for_it
     save_ledger(tmp_path, {0: everyone, 1: [1, 2]})
     trials[1].last_result = result(1, 300)
     recorder.on_trial_complete(0, [], trials[1])
-    assert recorder.flushed == {0}  # the rung at 300 waits: trial 2's result is on its way
+    assert recorder.flushed == {(0, 0)}  # (cohort, rung): the rung at 300 waits, trial 2's result is on its way
     recorder.on_trial_result(0, [], trials[2], result(2, 300))
     recorder.wait()
-    assert recorder.flushed == {0, 1}
+    assert recorder.flushed == {(0, 0), (0, 1)}
     assert recorder.trained == len(SCORES) + 2
     details = recorder._store.rung_details()
     assert sorted(details[1]) == sorted(details[2]) == [100, 300]
@@ -88,6 +88,6 @@ def test_the_final_flush_records_a_rung_whose_result_was_lost(recorder, tmp_path
     assert recorder.flushed == set()
     recorder.flush(final=True)
     recorder.wait()
-    assert recorder.flushed == {0}
+    assert recorder.flushed == {(0, 0)}
     assert recorder.trained == len(SCORES) - 1
     assert "the rung 100 result of configuration 5 was lost with the driver" in caplog.text
