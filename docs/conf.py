@@ -27,7 +27,7 @@ api_modules = [
     "eve_search.engine", "eve_search.engine.ledger", "eve_search.engine.trial", "eve_search.engine.sha",
     "eve_search.engine.sweep", "eve_search.engine.store", "eve_search.engine.checkpoint",
     "eve_search.engine.batches", "eve_search.engine.stream", "eve_search.engine.pool",
-    "eve_search.engine.simulator",
+    "eve_search.engine.simulator", "eve_search.engine.backend",
     "eve_search.integrations.ray", "eve_search.integrations.optuna",
     "eve_search.dashboard",
     "eve_search.analysis.ranking", "eve_search.analysis.audit", "eve_search.analysis.summary",
@@ -35,11 +35,12 @@ api_modules = [
     "eve_search.experiments.synthetic", "eve_search.experiments.pools",
     "eve_search.benchmarks.throughput", "eve_search.benchmarks.sweep", "eve_search.benchmarks.matmul",
     "eve_search.benchmarks.memory", "eve_search.benchmarks.scale", "eve_search.benchmarks.peers_sim",
-    "eve_search.cli", "eve_search.cli.args", "eve_search.cli.commands.audit",
+    "eve_search.cli", "eve_search.cli.args", "eve_search.cli.commands.adult", "eve_search.cli.commands.audit",
     "eve_search.cli.commands.bench_matmul", "eve_search.cli.commands.bench_memory",
     "eve_search.cli.commands.bench_scale", "eve_search.cli.commands.bench_sweep",
     "eve_search.cli.commands.bench_synthetic", "eve_search.cli.commands.dashboard",
-    "eve_search.cli.commands.lora", "eve_search.cli.commands.mnist",
+    "eve_search.cli.commands.bench_throughput", "eve_search.cli.commands.lora", "eve_search.cli.commands.mnist",
+    "eve_search.cli.commands.rank", "eve_search.cli.commands.sweep",
     "eve_search.paper", "eve_search.testing",
 ]
 

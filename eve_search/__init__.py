@@ -14,6 +14,7 @@ _EXPORTS = {
     **dict.fromkeys(["configure_openmp", "cpu_is_shared"], "eve_search._openmp"),
     "CostMeter": "eve_search.optim.budget",
     "CheckpointError": "eve_search.engine.checkpoint",
+    "InputError": "eve_search._checks",
     **dict.fromkeys(["DEFAULT_RUNGS", "PROMOTED_FRACTION", "RungDecision", "RungLedger", "check_rungs",
                      "promote_top_fraction", "rank_order", "rung_sizes"], "eve_search.engine.ledger"),
     **dict.fromkeys(["ClosureContractError", "EvE", "MeteredOptimizer", "MinimizeResult", "make_optimizer", "minimize", "optimizer_names",
@@ -25,18 +26,9 @@ _EXPORTS = {
 }
 
 
-_lazy_getattr, __dir__ = _lazy_exports(__name__, _EXPORTS)
+__getattr__, __dir__ = _lazy_exports(__name__, _EXPORTS)
 
-
-def __getattr__(name: str) -> object:
-    if name == "_available_cpus":  # the old private name, kept for callers of 0.2
-        from eve_search._openmp import available_cpus
-
-        return available_cpus
-    return _lazy_getattr(name)
-
-
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "DEFAULT_RUNGS",
@@ -48,6 +40,7 @@ __all__ = [
     "EvE",
     "Fixed",
     "Float",
+    "InputError",
     "Int",
     "MeteredOptimizer",
     "MinimizeResult",

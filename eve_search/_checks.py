@@ -1,4 +1,5 @@
-"""Argument checks shared by every layer of the package (this module imports nothing from it)."""
+"""Argument checks shared by every layer of the package (this module imports nothing from it), and
+:class:`InputError`, what every one of them raises."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "check_int", "with_overrides"]
+__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "InputError", "check_int", "with_overrides"]
 
 #: The most configurations one sweep samples (``SearchSpace.sample``, ``--configs``): the library's
 #: limit, which the command line reads from here.
@@ -14,6 +15,30 @@ MAX_CONFIGS = 100_000
 WHY_CONFIGS = "one trial per configuration is kept in the store and ranked at every rung"
 
 _Options = TypeVar("_Options")
+
+
+class InputError(ValueError):
+    """Bad input: an argument, a setting, a store, a checkpoint or a data file that cannot be used, in a
+    message naming the argument (or file), the value and what was expected.
+
+    The errors of the store, the checkpoints and the data files subclass it. The ``eve-search`` command
+    prints it as one line with exit code 2; any other exception is a bug, shown with its traceback. It is
+    a :class:`ValueError`, so ``except ValueError`` still catches it.
+
+    Example:
+        >>> import eve_search
+        >>> try:
+        ...     eve_search.check_rungs([300, 100])
+        ... except eve_search.InputError as error:
+        ...     print(error)
+        Invalid rungs: 300, 100 (expected strictly increasing cumulative budgets)
+    """
+
+
+# Tracebacks and the reference name it where users import it from. (Its example is then no longer
+# found as this module's: ``__test__`` keeps it among this module's doctests.)
+InputError.__module__ = "eve_search"
+__test__ = {"InputError": InputError}
 
 
 def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = (int,), detail: str = "") -> int:
@@ -30,7 +55,7 @@ def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = 
         ``int(value)``.
 
     Raises:
-        ValueError: ``Invalid {name}: {value!r} (expected an int >= {minimum}{detail})``.
+        InputError: ``Invalid {name}: {value!r} (expected an int >= {minimum}{detail})``.
 
     Example:
         >>> check_int("count", 3, 1)
@@ -38,14 +63,14 @@ def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = 
         >>> check_int("count", True, 1)
         Traceback (most recent call last):
         ...
-        ValueError: Invalid count: True (expected an int >= 1)
+        eve_search.InputError: Invalid count: True (expected an int >= 1)
         >>> check_int("jobs", 0, 1, detail=" of worker processes")
         Traceback (most recent call last):
         ...
-        ValueError: Invalid jobs: 0 (expected an int >= 1 of worker processes)
+        eve_search.InputError: Invalid jobs: 0 (expected an int >= 1 of worker processes)
     """
     if isinstance(value, bool) or not isinstance(value, types) or value < minimum:
-        raise ValueError(f"Invalid {name}: {value!r} (expected an int >= {minimum}{detail})")
+        raise InputError(f"Invalid {name}: {value!r} (expected an int >= {minimum}{detail})")
     return int(value)
 
 
@@ -68,7 +93,7 @@ def with_overrides(function: str, cls: type[_Options], options: _Options | None,
     Raises:
         TypeError: ``{function}() got an unexpected keyword argument {name!r}``, or ``Invalid options``
             when ``options`` is not a ``cls``.
-        ValueError: from ``cls``'s own checks, for a bad value.
+        InputError: from ``cls``'s own checks, for a bad value.
 
     Example:
         >>> @dataclasses.dataclass(frozen=True)

@@ -27,8 +27,10 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from eve_search._checks import InputError
+
 __all__ = ["THREAD_POLICIES", "THREADS_VARIABLE", "available_cpus", "child_environment", "configure_openmp",
-           "cpu_is_shared", "cpus_taken", "intra_op_threads"]
+           "cpu_is_shared", "cpus_taken", "cpus_taken_now", "intra_op_threads"]
 
 POLICIES = ("PASSIVE", "ACTIVE")
 THREADS_VARIABLE = "EVE_SEARCH_THREADS"
@@ -41,7 +43,8 @@ def cpu_is_shared(others_running: int, cpus: int) -> bool:
     """Whether PyTorch's OpenMP threads should wait passively: other processes are running right now
     on about half the CPUs or more. Only the present counts: a load average, or Linux's CPU pressure
     averaged over the last 10 s, still remembers a run that has just ended on a machine that is now
-    idle (right after a two-worker sweep, the next sweep chose passive waiting and ran 1.7x slower).
+    idle (right after a two-worker sweep, the next sweep chose passive waiting and ran slower; the figures
+    are in searches/README.md, "Figures behind each change (issue 11)").
 
     Args:
         others_running: runnable tasks of other processes now (``/proc/loadavg``'s count, this one excluded).
@@ -111,6 +114,20 @@ def intra_op_threads(taken: float, cpus: int, default: int) -> int:
     return max(1, min(int(default), int(cpus) - math.floor(max(0.0, float(taken)) + 0.5)))
 
 
+def cpus_taken_now() -> float:
+    """How many CPUs other processes are using now, by :func:`cpus_taken`'s rule: the larger of their
+    runnable count (sampled a few times) and the 1-minute load average.
+
+    Returns:
+        A number of CPUs, at least 0.
+
+    Example:
+        >>> cpus_taken_now() >= 0
+        True
+    """
+    return cpus_taken(_others_running(), _load_average())
+
+
 def available_cpus() -> int:
     """The CPUs this process may run on (its affinity where the platform tells it).
 
@@ -165,7 +182,7 @@ def _thread_policy() -> str:
     """``EVE_SEARCH_THREADS``, checked: ``auto`` when unset or empty."""
     chosen = os.environ.get(THREADS_VARIABLE, "").strip() or "auto"
     if chosen not in THREAD_POLICIES:
-        raise ValueError(f"Invalid {THREADS_VARIABLE}: {chosen!r} (expected 'auto' or 'torch')")
+        raise InputError(f"Invalid {THREADS_VARIABLE}: {chosen!r} (expected 'auto' or 'torch')")
     return chosen
 
 
@@ -176,19 +193,18 @@ def _chosen_threads() -> int | None:
         return None
     cpus = available_cpus()
     default = _default_threads(cpus)
-    threads = intra_op_threads(cpus_taken(_others_running(), _load_average()), cpus=cpus, default=default)
+    threads = intra_op_threads(cpus_taken_now(), cpus=cpus, default=default)
     return threads if threads < default else None
 
 
 def _chosen_policy(policy: str | None) -> str | None:
     if policy is not None:
         if policy not in POLICIES:
-            raise ValueError(f"Invalid policy: {policy!r} (expected 'PASSIVE', 'ACTIVE' or None)")
+            raise InputError(f"Invalid policy: {policy!r} (expected 'PASSIVE', 'ACTIVE' or None)")
         return policy
-    # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with two CPU hogs,
-    # 1000 units of one Adult trial took EvE 58 s spinning and 1.5 s passive. On a quiet machine
-    # spinning is faster (the whole hp sweep: 7.6 s of training spinning, 21.1 s passive), so it is
-    # kept there. It never changes a result.
+    # On a shared CPU, OpenMP threads wait passively (sleep) instead of spinning: with CPU hogs beside
+    # it, a trial trains many times faster so. On a quiet machine spinning is faster, so it is kept there
+    # (the figures: searches/README.md, "Figures behind each change (issue 11)"). It never changes a result.
     return "PASSIVE" if cpu_is_shared(_others_running(), cpus=available_cpus()) else None
 
 
@@ -214,7 +230,7 @@ def configure_openmp(policy: str | None = None) -> str | None:
         (OpenMP read the environment when it loaded): nothing is set and a ``RuntimeWarning`` says so.
 
     Raises:
-        ValueError: ``policy`` or ``EVE_SEARCH_THREADS`` is not one of the accepted values.
+        InputError: ``policy`` or ``EVE_SEARCH_THREADS`` is not one of the accepted values.
 
     Example:
         >>> import eve_search
@@ -222,7 +238,7 @@ def configure_openmp(policy: str | None = None) -> str | None:
         'PASSIVE'
     """
     if policy is not None and policy not in POLICIES:
-        raise ValueError(f"Invalid policy: {policy!r} (expected 'PASSIVE', 'ACTIVE' or None)")
+        raise InputError(f"Invalid policy: {policy!r} (expected 'PASSIVE', 'ACTIVE' or None)")
     _thread_policy()  # checked first, whatever is already set
     if "torch" in sys.modules:
         if "OMP_WAIT_POLICY" in os.environ:

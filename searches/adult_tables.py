@@ -23,8 +23,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from eve_search.cli import seed_list
-from eve_search.cli.args import add_store_options, default_storage_url
+from eve_search.cli.args import add_store_options, default_storage_url, seed_list
 from eve_search.dashboard import PAPER_ADULT_SWEEPS
 from eve_search.optim import optimizer_names
 from eve_search.cli._report import SweepProgress

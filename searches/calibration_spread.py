@@ -16,7 +16,7 @@ import argparse
 import statistics
 
 from eve_search.tasks.spaces import get_space
-from eve_search.tasks import architecture_key
+from eve_search.tasks.models import architecture_key
 from eve_search.engine.trial import Trial
 
 

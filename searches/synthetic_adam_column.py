@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from eve_search.optim.budget import CostMeter
-from eve_search.cli import seed_list
+from eve_search.cli.args import seed_list
 from eve_search.experiments.synthetic import FUNCTIONS, objective
 from eve_search.experiments.synthetic._suite import adam_from_lhs
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from eve_search._checks import InputError
 from eve_search.engine.ledger import rank_order
 
 __all__ = [
@@ -207,7 +208,7 @@ def agreement(method: Mapping[int, Scores], reference: Mapping[int, Scores], pai
         An :class:`Agreement` (``mean``, ``std``, ``interval``, ``taus``, ``top_ranks``).
 
     Raises:
-        ValueError: ``pairs`` is empty.
+        InputError: ``pairs`` is empty.
 
     Example:
         >>> eve = {0: {0: 0.1, 1: 0.5, 2: 0.3, 3: 0.9}, 1: {0: 0.2, 1: 0.4, 2: 0.35, 3: 0.8}}
@@ -217,7 +218,7 @@ def agreement(method: Mapping[int, Scores], reference: Mapping[int, Scores], pai
         ([0.667, 1.0], [1, 1])
     """
     if not pairs:
-        raise ValueError("Invalid pairs: [] (expected at least one (method seed, reference seed) pair)")
+        raise InputError("Invalid pairs: [] (expected at least one (method seed, reference seed) pair)")
     taus, ranks, sizes = [], [], []
     columns = []
     for s, t in pairs:

@@ -36,6 +36,8 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import InputError
+
 __all__ = ["MODELS", "THEORY", "measure", "training_state_bytes"]
 
 # Training-state storage in units of the trained weights, by the paper's count and by this package's.
@@ -159,7 +161,7 @@ def _build(model_name: str, device: torch.device) -> tuple[torch.nn.Module, list
             return task.loss(model, x[start:start + batch], y[start:start + batch])
 
         return model, adapter_parameters(model), lora_loss
-    raise ValueError(f"Invalid model: {model_name!r} (expected one of {', '.join(MODELS)})")
+    raise InputError(f"Invalid model: {model_name!r} (expected one of {', '.join(MODELS)})")
 
 
 def measure(model_name: str, optimizer_name: str, *, iterations: int = 200, device: str = "cpu") -> dict[str, Any]:
@@ -177,7 +179,7 @@ def measure(model_name: str, optimizer_name: str, *, iterations: int = 200, devi
         each slot's fallback steps.
 
     Raises:
-        ValueError: an unknown ``model_name``.
+        InputError: an unknown ``model_name``.
 
     Example:
         >>> result = measure("mnist-mlp", "adam", iterations=2)

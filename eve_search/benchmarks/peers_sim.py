@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.ledger import RungDecision, check_rungs, rank_order
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.simulator import Simulation
@@ -116,15 +116,15 @@ class _Peer(Protocol):
 def _check(pool: Any, trainer: Any, workers: Any, rungs: Any, units: Any, order: Any, jitter: Any,
            jitter_seed: Any) -> _Setup:
     if not isinstance(pool, RecordedPool):
-        raise ValueError(f"Invalid pool: {reprlib.repr(pool)} (expected a RecordedPool)")
+        raise InputError(f"Invalid pool: {reprlib.repr(pool)} (expected a RecordedPool)")
     if not isinstance(trainer, str) or trainer not in pool.trainers:
-        raise ValueError(f"Invalid trainer: {trainer!r} (expected one of the pool's trainers: "
+        raise InputError(f"Invalid trainer: {trainer!r} (expected one of the pool's trainers: "
                          f"{', '.join(sorted(pool.trainers))})")
     workers = check_int("workers", workers, 1)
     rungs = check_rungs(rungs)
     positions = tuple(pool.rung_positions(rungs))
     if isinstance(units, bool) or not isinstance(units, (int, float)) or not math.isfinite(units) or units <= 0:
-        raise ValueError(f"Invalid units: {units!r} (expected a positive number of charged units)")
+        raise InputError(f"Invalid units: {units!r} (expected a positive number of charged units)")
     if order is None:
         indices: tuple[int, ...] = tuple(range(pool.size))
     else:
@@ -134,13 +134,13 @@ def _check(pool: Any, trainer: Any, workers: Any, rungs: Any, units: Any, order:
                 raise TypeError
             indices = tuple(operator.index(i) for i in order)
         except TypeError:
-            raise ValueError(f"Invalid order: {reprlib.repr(order)} {expected}") from None
+            raise InputError(f"Invalid order: {reprlib.repr(order)} {expected}") from None
         if any(not 0 <= i < pool.size for i in indices):
-            raise ValueError(f"Invalid order: {reprlib.repr(order)} {expected}")
+            raise InputError(f"Invalid order: {reprlib.repr(order)} {expected}")
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 10:
-        raise ValueError(f"Invalid jitter: {jitter!r} (expected a number in [0, 10])")
+        raise InputError(f"Invalid jitter: {jitter!r} (expected a number in [0, 10])")
     if isinstance(jitter_seed, bool) or not isinstance(jitter_seed, int):
-        raise ValueError(f"Invalid jitter_seed: {jitter_seed!r} (expected an int)")
+        raise InputError(f"Invalid jitter_seed: {jitter_seed!r} (expected an int)")
     return _Setup(pool, trainer, workers, rungs, positions, float(units), indices, float(jitter), jitter_seed)
 
 
@@ -251,7 +251,7 @@ def simulate_optuna(pool: RecordedPool, trainer: str, *, pruner: Any, workers: i
         A :class:`~eve_search.engine.simulator.Simulation`; its ``winner`` is a search position.
 
     Raises:
-        ValueError: an argument is invalid (one line naming it, its value and what was expected).
+        InputError: an argument is invalid (one line naming it, its value and what was expected).
 
     Example:
         >>> import optuna
@@ -272,7 +272,7 @@ def simulate_optuna(pool: RecordedPool, trainer: str, *, pruner: Any, workers: i
     from optuna.trial import TrialState
 
     if not isinstance(pruner, optuna.pruners.BasePruner):
-        raise ValueError(f"Invalid pruner: {reprlib.repr(pruner)} (expected an optuna.pruners.BasePruner, e.g. "
+        raise InputError(f"Invalid pruner: {reprlib.repr(pruner)} (expected an optuna.pruners.BasePruner, e.g. "
                          "SuccessiveHalvingPruner or HyperbandPruner)")
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -342,7 +342,7 @@ def simulate_ray_asha(pool: RecordedPool, trainer: str, *, workers: int, rungs: 
         A :class:`~eve_search.engine.simulator.Simulation`; its ``winner`` is a search position.
 
     Raises:
-        ValueError: an argument is invalid (one line naming it, its value and what was expected).
+        InputError: an argument is invalid (one line naming it, its value and what was expected).
 
     Example:
         >>> from eve_search.engine.pool import RecordedPool, TrainerRecord

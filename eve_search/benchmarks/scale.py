@@ -46,6 +46,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search.engine.ledger import PROMOTED_FRACTION
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.simulator import Simulation, simulate_pool
@@ -175,9 +176,9 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
     rungs = pool.budgets if rungs is None else tuple(rungs)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
-        raise ValueError(f"Invalid methods: {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
+        raise InputError(f"Invalid methods: {', '.join(unknown)} (expected some of {', '.join(METHODS)})")
     if cohort_size * cohorts > pool.size and not replace:
-        raise ValueError(f"Invalid cohorts: {cohorts} cohorts of {cohort_size} is {cohort_size * cohorts} "
+        raise InputError(f"Invalid cohorts: {cohorts} cohorts of {cohort_size} is {cohort_size * cohorts} "
                          f"configurations (the pool holds {pool.size}; replace=True draws with replacement)")
     draws = cohort_size * cohorts if replace else None
     orders = {seed: search_order(pool.size, seed, draws) for seed in seeds}

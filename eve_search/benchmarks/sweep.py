@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import InputError
+
 __all__ = ["VARIANTS", "import_floor", "overhead_once", "plain_loop"]
 
 VARIANTS = ("local", "jobs1", "jobs2", "optuna", "ray")
@@ -202,7 +204,7 @@ def overhead_once(space: str, optimizer: str, configs: int, rungs: tuple[int, ..
         The figures listed above, with the per-trial ``scores`` and the ``winner``'s index.
 
     Raises:
-        ValueError: an unknown ``variant``.
+        InputError: an unknown ``variant``.
         RuntimeError: the sweep's process failed.
 
     Example (trains a sweep in a fresh process: not run as a doctest):
@@ -215,7 +217,7 @@ def overhead_once(space: str, optimizer: str, configs: int, rungs: tuple[int, ..
     from eve_search.engine.store import study_name
 
     if variant not in VARIANTS:
-        raise ValueError(f"Invalid variant: {variant!r} (expected one of {', '.join(VARIANTS)})")
+        raise InputError(f"Invalid variant: {variant!r} (expected one of {', '.join(VARIANTS)})")
     with tempfile.TemporaryDirectory(prefix="eve-bench-overhead-") as folder:
         out = Path(folder) / "out.json"
         url = storage or f"sqlite:///{Path(folder) / 'results.db'}"

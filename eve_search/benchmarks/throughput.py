@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.batches import BatchStream
 from eve_search.optim.budget import CostMeter
 from eve_search.tasks.models import mlp
@@ -95,7 +95,7 @@ def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: in
         The medians, as a :class:`ThroughputReport`.
 
     Raises:
-        ValueError: ``seconds`` is not > 0, or ``rounds`` is not an int >= 1.
+        InputError: ``seconds`` is not > 0, or ``rounds`` is not an int >= 1.
 
     Example:
         >>> report = throughput(seconds=0.01, rounds=1, rows=512)
@@ -103,7 +103,7 @@ def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: in
         (['adam', 'eve', 'floor', 'passes'], 1.0, 1)
     """
     if not seconds > 0:
-        raise ValueError(f"Invalid seconds: {seconds!r} (expected > 0)")
+        raise InputError(f"Invalid seconds: {seconds!r} (expected > 0)")
     check_int("rounds", rounds, 1)
     data_generator = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, 107, generator=data_generator)

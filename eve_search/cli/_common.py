@@ -1,5 +1,5 @@
-"""What every command with a store or an output file shares: the store URL (checked before any work),
-the output paths it refuses, the --plugin imports and the command's name in messages."""
+"""What the commands share: the store URL (checked before any work), the output paths they refuse, the
+--plugin imports, the checks the training commands start with, and the command's name in messages."""
 
 from __future__ import annotations
 
@@ -8,15 +8,28 @@ import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from eve_search._checks import InputError
 from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, default_storage_url
 
-__all__ = ["JSON_SCHEMA_VERSION", "KEPT_IN_STORE", "OutputError", "check_output_path", "check_outputs", "check_paths",
-           "write_json", "write_output"]
+if TYPE_CHECKING:
+    from eve_search.tasks import Task
+
+__all__ = ["JSON_SCHEMA_VERSION", "KEPT_IN_STORE", "OutputError", "check_frozen_ratio", "check_output_path",
+           "check_outputs", "check_paths", "check_weight_decay", "command_label", "default_storage", "import_plugins",
+           "registered_task", "storage_url", "task_spaces", "write_json", "write_output"]
 
 
-def _command_label(args: argparse.Namespace) -> str:
+def use_fast_store_writes() -> None:
+    """Let the results store write each rung result, claim and ending in one transaction on SQLite and
+    PostgreSQL (:mod:`eve_search.integrations._optuna_adapter` registers that path with the engine when it
+    is imported; without it every write is a call of Optuna's public storage API, several times slower).
+    Commands that write a store call it before they open one."""
+    import eve_search.integrations._optuna_adapter  # noqa: F401  (registers the fast path on import)
+
+
+def command_label(args: argparse.Namespace) -> str:
     """The command as messages name it: ``adult``, ``rank adult``, ``bench synthetic``."""
     words = [args.command]
     for sub in ("dataset", "bench"):
@@ -25,7 +38,7 @@ def _command_label(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def _default_storage(args: argparse.Namespace) -> str | None:
+def default_storage(args: argparse.Namespace) -> str | None:
     """The store a command uses: ``--storage``, else ``results.db`` in ``--workdir``, or in the default work
     directory for a command without ``--workdir`` (``dashboard``); None for commands without a store."""
     if getattr(args, "storage", None):
@@ -48,7 +61,7 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | No
     from eve_search.cli._outputs import OutputClash
     from eve_search.cli._outputs import check_outputs as check
 
-    command = _command_label(args)
+    command = command_label(args)
     if outputs is None:
         outputs = {option: getattr(args, dest, None) for dest, option in _OUTPUT_OPTIONS}
     for option, path in outputs.items():
@@ -59,7 +72,7 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | No
                              f"({error.strerror or error})") from None
     if not any(path is not None for path in outputs.values()):
         return
-    storage = _default_storage(args)
+    storage = default_storage(args)
     workdir = getattr(args, "workdir", None)
     from eve_search.engine._stores import sqlite_file
 
@@ -124,19 +137,19 @@ def check_paths(args: argparse.Namespace) -> None:
         problem = _path_problem(path)
         if problem is not None:
             shown = str(path) if len(str(path)) <= 60 else "..." + str(path)[-57:]
-            raise UsageError(f"eve-search {_command_label(args)}: argument {option}: {shown!r} {problem}")
+            raise UsageError(f"eve-search {command_label(args)}: argument {option}: {shown!r} {problem}")
 
 
-def _storage_url(args: argparse.Namespace) -> str:
+def storage_url(args: argparse.Namespace) -> str:
     """The command's results store URL, checked before any work: outputs that would overwrite it (see
     :func:`check_outputs`), a store in memory, a read-only store or folder; the work directory is created."""
     from eve_search.engine._stores import storage_problem
 
     from eve_search.cli._outputs import OutputClash, check_outputs as check
 
-    command = _command_label(args)
+    command = command_label(args)
     check_outputs(args)
-    storage = _default_storage(args)
+    storage = default_storage(args)
     try:  # the work directory is created below: it must not take the place of a file of the store
         check({"--workdir": args.workdir}, storage=storage)
     except OutputClash as error:
@@ -179,7 +192,7 @@ def check_output_path(path: Path | None, argument: str, command: str) -> None:
         raise UsageError(f"{prefix} is not writable")
 
 
-def _import_plugins(args: argparse.Namespace) -> None:
+def import_plugins(args: argparse.Namespace) -> None:
     """Import each --plugin: a .py file by its path, a module name from the installed packages first and
     the current directory last (see :mod:`eve_search.cli._plugins`); one line naming the plugin if it fails."""
     from eve_search.cli._plugins import PluginError, import_plugin
@@ -188,13 +201,89 @@ def _import_plugins(args: argparse.Namespace) -> None:
         try:
             import_plugin(plugin)
         except PluginError as error:
-            raise UsageError(f"eve-search {_command_label(args)}: argument --plugin: {error}") from None
+            raise UsageError(f"eve-search {command_label(args)}: argument --plugin: {error}") from None
+
+
+# The checks the commands that train (adult, sweep, rank, audit, mnist, lora) start with, each in one
+# place: one line naming the argument, the value and what was expected, before any work.
+
+
+def check_frozen_ratio(args: argparse.Namespace, command: str) -> None:
+    """Refuse ``--backward-ratio`` with ``--cost-mode measured``: only the calibrated cost mode takes a
+    frozen ratio. ``command`` is the command as messages name it (:func:`command_label`).
+
+    Example:
+        >>> args = argparse.Namespace(cost_mode="measured", backward_ratio=2.0)
+        >>> try:
+        ...     check_frozen_ratio(args, "mnist")
+        ... except UsageError as error:
+        ...     print(error)
+        eve-search mnist: argument --backward-ratio: only the calibrated cost mode takes a frozen ratio (got --cost-mode measured)
+    """
+    if args.cost_mode == "measured" and args.backward_ratio is not None:
+        raise UsageError(f"eve-search {command}: argument --backward-ratio: only the calibrated cost mode takes a "
+                         "frozen ratio (got --cost-mode measured)")
+
+
+def check_weight_decay(args: argparse.Namespace, command: str) -> None:
+    """Refuse a ``--weight-decay`` that is not a finite number >= 0.
+
+    Example:
+        >>> try:
+        ...     check_weight_decay(argparse.Namespace(weight_decay=-0.1), "lora")
+        ... except UsageError as error:
+        ...     print(error)
+        eve-search lora: argument --weight-decay: -0.1 (expected a number >= 0)
+    """
+    import math
+
+    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
+        raise UsageError(f"eve-search {command}: argument --weight-decay: {args.weight_decay!r} (expected a number "
+                         ">= 0)")
+
+
+def registered_task(args: argparse.Namespace, command: str) -> Task:
+    """Import each ``--plugin`` (see :func:`import_plugins`), then return the task ``--task`` names
+    (``adult`` for a command without ``--task``), refusing one that no module registered.
+
+    Example:
+        >>> registered_task(argparse.Namespace(command="sweep", task="adult", plugin=[]), "sweep").name
+        'adult'
+        >>> try:
+        ...     registered_task(argparse.Namespace(command="sweep", task="nosuch", plugin=[]), "sweep")
+        ... except UsageError as error:
+        ...     print(str(error)[:70])
+        eve-search sweep: argument --task: 'nosuch' is not a registered task (
+    """
+    from eve_search.tasks import get_task, task_names
+
+    import_plugins(args)
+    name = getattr(args, "task", None)
+    name = "adult" if name is None else name  # '' is refused by the argument's type
+    if name not in task_names():
+        raise UsageError(f"eve-search {command}: argument --task: {name!r} is not a registered task (expected one "
+                         f"of {', '.join(task_names())}, or register it in a --plugin module)")
+    return get_task(name)
+
+
+def task_spaces(args: argparse.Namespace, task: Task, command: str) -> list[str]:
+    """The search spaces of ``--space``, else the task's own, refusing a task that names none.
+
+    Example:
+        >>> from eve_search.tasks import get_task
+        >>> task_spaces(argparse.Namespace(space=None, task="adult"), get_task("adult"), "rank adult")
+        ['hp', 'arch']
+    """
+    spaces = args.space or list(task.spaces)
+    if not spaces:
+        raise UsageError(f"eve-search {command}: argument --space: task {args.task!r} names no default space")
+    return spaces
 
 
 JSON_SCHEMA_VERSION = 1
 
 
-class OutputError(ValueError):
+class OutputError(InputError):
     """An output file (``--json``, ``--out``) that could not be written at the end: one line naming the
     argument, the path and why; the file was left as it was (see :func:`write_output`)."""
 

@@ -13,6 +13,7 @@ import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from eve_search._checks import InputError
 from eve_search.engine._stores import sqlite_file
 
 __all__ = ["OutputClash", "check_outputs", "store_files"]
@@ -22,7 +23,7 @@ _STORE_FILES = (("", "the results store"), ("-wal", "the results store's write-a
                 ("-shm", "the results store's shared-memory index"), ("-journal", "the results store's journal"))
 
 
-class OutputClash(ValueError):
+class OutputClash(InputError):
     """An output path that would overwrite something the command keeps or reads.
 
     Attributes:

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search.analysis.summary import mean_std
 from eve_search.engine._stores import redact, safe_url  # the one URL mask: every credential a URL can carry
 
@@ -121,7 +122,7 @@ def register_kind(kind: str, collect: KindCollector) -> None:
         [('Counted', 2)]
     """
     if kind == SWEEP_KIND:
-        raise ValueError(f"Invalid kind: {kind!r} (built in: successive-halving sweeps)")
+        raise InputError(f"Invalid kind: {kind!r} (built in: successive-halving sweeps)")
     _KINDS[kind] = collect
 
 
@@ -198,7 +199,8 @@ def read_store(url: str) -> list[dict[str, Any]]:
         records = []
         for frozen in storage.get_all_studies():
             trials = []
-            for trial in storage.get_all_trials(frozen._study_id, deepcopy=False):
+            study_id = storage.get_study_id_from_name(frozen.study_name)
+            for trial in storage.get_all_trials(study_id, deepcopy=False):
                 duration = trial.duration.total_seconds() if trial.duration is not None else None
                 trials.append({"number": trial.number, "state": trial.state.name, "values": trial.values,
                                "params": dict(trial.params), "user_attrs": dict(trial.user_attrs),

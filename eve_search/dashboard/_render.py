@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from importlib import resources
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search.dashboard._svg import PALETTE, Point, Series, chart, color_for, esc
 
 __all__ = ["asset", "register_view", "render_page", "script_json"]
@@ -68,7 +69,7 @@ def register_view(view: str, render: View) -> None:
         render: draws one section as HTML.
 
     Raises:
-        ValueError: ``view`` is built in.
+        InputError: ``view`` is built in.
 
     Example:
         >>> from eve_search.dashboard import esc
@@ -79,7 +80,7 @@ def register_view(view: str, render: View) -> None:
         True
     """
     if view in ("sha-sweeps", "trials"):
-        raise ValueError(f"Invalid view: {view!r} (built in)")
+        raise InputError(f"Invalid view: {view!r} (built in)")
     _VIEWS[view] = render
 
 

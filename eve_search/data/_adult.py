@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from eve_search._checks import InputError
 from eve_search.data._files import DataFile
 from eve_search.data._splits import Splits
 
@@ -54,7 +55,7 @@ ADULT_SHA256: Mapping[str, str] = {
 ADULT_SIZES: Mapping[str, int] = {"adult.data": 3_974_305, "adult.test": 2_003_153}
 
 
-class AdultDataError(ValueError):
+class AdultDataError(InputError):
     """A missing, unreadable or corrupt Adult file."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from eve_search._checks import InputError
 from eve_search.data._files import DataFile, format_size
 from eve_search.data._splits import Splits
 
@@ -83,7 +84,7 @@ KNOWN_IDX_DATASETS: Mapping[str, Mapping[str, Mapping[str, str]]] = {
 }
 
 
-class IdxError(ValueError):
+class IdxError(InputError):
     """A missing, unreadable, truncated or malformed IDX file (one line: the file and the problem)."""
 
 
@@ -325,7 +326,7 @@ def load_idx_splits(directory: str | os.PathLike, *, validation_fraction: float 
         ``(splits, data)``: the :class:`Splits` tensors and the :class:`IdxData` they were built from.
 
     Raises:
-        ValueError: ``validation_fraction`` is outside (0, 1).
+        InputError: ``validation_fraction`` is outside (0, 1).
         IdxError: the folder is malformed, or too small to hold out a validation set.
 
     Example:
@@ -344,7 +345,7 @@ def load_idx_splits(directory: str | os.PathLike, *, validation_fraction: float 
         (torch.float32, torch.int64)
     """
     if not 0.0 < validation_fraction < 1.0:
-        raise ValueError(f"Invalid validation_fraction: {validation_fraction!r} (expected a number in (0, 1))")
+        raise InputError(f"Invalid validation_fraction: {validation_fraction!r} (expected a number in (0, 1))")
     data = read_idx_dataset(directory)
     count = data.train_images.shape[0]
     order = np.random.default_rng(split_seed).permutation(count)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.data._files import DataFile, format_size
 
 __all__ = [
@@ -167,7 +167,7 @@ def bundled_instructions_path() -> Path:
     return Path(str(resources.files("eve_search.data") / "instructions" / "instructions.jsonl"))
 
 
-class InstructionDataError(ValueError):
+class InstructionDataError(InputError):
     """An instruction file is missing, unreadable or not made of instruction records."""
 
 

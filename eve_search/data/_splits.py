@@ -8,6 +8,8 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from eve_search._checks import InputError
+
 __all__ = ["Splits", "splits_checksum"]
 
 _CHECKSUMS: dict[int, str] = {}  # id(splits) -> checksum, while that object lives
@@ -44,7 +46,7 @@ class Splits:
     def split(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs, targets) of ``"train"``, ``"val"`` or ``"test"``."""
         if name not in ("train", "val", "test"):
-            raise ValueError(f"Invalid split: {name!r} (expected 'train', 'val' or 'test')")
+            raise InputError(f"Invalid split: {name!r} (expected 'train', 'val' or 'test')")
         return getattr(self, f"x_{name}"), getattr(self, f"y_{name}")
 
 

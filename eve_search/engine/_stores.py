@@ -17,6 +17,9 @@ has it open; while one does, SQLite's write-ahead log keeps the newest commits i
   one (the command line passes every error line through it).
 * says in one line why a store cannot be used: in memory (:func:`in_memory`), read-only or missing
   folder (:func:`storage_problem`), or a failed write (:func:`describe_failure`).
+* writes rung results (:func:`record_results`), new trials (:func:`add_trials`) and trial endings
+  through Optuna's public storage API, or through a :class:`FastPath` an integration registers
+  (:func:`use_fast_path`), which writes the same rows in one transaction.
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["close_stores", "create_storage", "describe_failure", "in_memory", "redact", "safe_url", "sqlite_file",
-           "storage_problem", "track_stores"]
+__all__ = ["FastPath", "add_trials", "close_stores", "create_storage", "describe_failure", "end_running_at_once",
+           "in_memory", "known_trial_id", "record_results", "redact", "rung_key", "safe_url", "sqlite_file",
+           "storage_problem", "track_stores", "trial_id_of", "use_fast_path"]
 
 _lock = threading.Lock()
 _engines: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -367,111 +371,6 @@ def close_stores() -> None:
             _engines.discard(engine)  # its checkpoint connected it again
 
 
-def add_trials_at_once(storage: Any, study_id: int, trials: list[Any]) -> bool:
-    """Add ``trials`` (RUNNING frozen trials with parameters and user attributes, from
-    ``optuna.trial.create_trial``) to a study in one transaction; False where this cannot be done, and
-    the caller adds them one by one (``study.add_trials``).
-
-    ``study.add_trials`` spends about 14 ms per trial on SQLite (a transaction, and half a dozen queries,
-    for each): 65 seconds before a 4,800-configuration sweep could start. This writes the same rows as
-    Optuna's ``RDBStorage`` does, through its own table models, in one flush per table: the trials (each
-    numbered as Optuna numbers them, by its place in the study), their parameters (the internal value
-    and the distribution's JSON, checked against a distribution the study already holds for that name,
-    as Optuna checks it) and their user attributes (JSON). It relies on the layout of Optuna's private
-    ``optuna.storages._rdb`` module; anything unexpected there, or a storage that is not an
-    ``RDBStorage``, returns False before anything is written. The caller reads the trials back through
-    Optuna's public API and checks them.
-    """
-    import json
-
-    try:
-        from optuna import distributions as optuna_distributions
-        from optuna.storages import RDBStorage
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-        from optuna.trial import TrialState
-        from sqlalchemy import func
-    except ImportError:
-        return False
-    needed = ("StudyModel", "TrialModel", "TrialParamModel", "TrialUserAttributeModel")
-    if not isinstance(storage, RDBStorage) or not all(hasattr(models, name) for name in needed) or \
-            any(t.state != TrialState.RUNNING or t.system_attrs or t.intermediate_values or t.values
-                for t in trials):
-        return False
-    with _create_scoped_session(storage.scoped_session) as session:
-        models.StudyModel.find_or_raise_by_id(study_id, session, for_update=True)
-        names = {name: trial.distributions[name] for trial in trials for name in trial.params}
-        for name, distribution in names.items():
-            held = (session.query(models.TrialParamModel).join(models.TrialModel)
-                    .filter(models.TrialModel.study_id == study_id, models.TrialParamModel.param_name == name).first())
-            if held is not None:
-                optuna_distributions.check_distribution_compatibility(
-                    optuna_distributions.json_to_distribution(held.distribution_json), distribution)
-        rows = [models.TrialModel(study_id=study_id, number=None, state=TrialState.RUNNING,
-                                  datetime_start=trial.datetime_start) for trial in trials]
-        session.add_all(rows)
-        session.flush()  # the rows get their ids (and, on SQLite, this transaction the write lock)
-        first = min(row.trial_id for row in rows)
-        before = session.query(func.count(models.TrialModel.trial_id)).filter(
-            models.TrialModel.study_id == study_id, models.TrialModel.trial_id < first).scalar()
-        for row in sorted(rows, key=lambda r: r.trial_id):
-            row.number = before
-            before += 1
-        session.add_all([
-            models.TrialParamModel(trial_id=row.trial_id, param_name=name,
-                                   param_value=trial.distributions[name].to_internal_repr(value),
-                                   distribution_json=optuna_distributions.distribution_to_json(trial.distributions[name]))
-            for row, trial in zip(rows, trials, strict=True) for name, value in trial.params.items()])
-        session.add_all([
-            models.TrialUserAttributeModel(trial_id=row.trial_id, key=key, value_json=json.dumps(value))
-            for row, trial in zip(rows, trials, strict=True) for key, value in trial.user_attrs.items()])
-    return True
-
-
-def record_results_at_once(storage: Any, rows: list[tuple[int, str, Any, int, float]], *,
-                           release: bool = False) -> bool:
-    """Write rung results in one transaction: for each row ``(trial_id, key, value, step, score)`` the
-    trial's user attribute ``key`` (JSON of ``value``) and its intermediate value ``score`` at ``step``,
-    both replacing an earlier one, exactly as ``RDBStorage.set_trial_user_attr`` and
-    ``set_trial_intermediate_value`` store them (non-finite scores by their type, as Optuna does). With
-    ``release``, the trials also go back to WAITING in the same transaction (as
-    ``set_trial_state_values(trial_id, WAITING)`` would, one transaction later).
-
-    Those two calls cost two transactions, and half a dozen ORM queries, per result: the store's writer
-    thread spent more CPU on them than the training of a small rung, on the same two cores. This is two
-    statements per batch through the table models of Optuna's private ``optuna.storages._rdb``. False,
-    before anything is written, for a storage that is not an ``RDBStorage`` on SQLite or PostgreSQL,
-    a layout it does not expect, or a trial that has ended; the caller then makes Optuna's calls (which
-    raise Optuna's own errors).
-    """
-    import json
-
-    models = _rdb_tables(storage)
-    if not rows or models is None:
-        return False
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from optuna.trial import TrialState
-
-    values = models.TrialIntermediateValueModel
-    sql = _statements(storage.engine.name)
-    ids = sorted({row[0] for row in rows})
-    with _create_scoped_session(storage.scoped_session, True) as session:
-        states = dict(session.execute(sql["states"], {"p_ids": ids}).all())
-        if len(states) != len(ids) or any(state != TrialState.RUNNING for state in states.values()):
-            return False
-        latest = {(trial_id, key): (value, step, score) for trial_id, key, value, step, score in rows}
-        session.execute(sql["attr"], [{"p_trial_id": trial_id, "p_key": key, "p_value_json": json.dumps(value)}
-                                      for (trial_id, key), (value, _, _) in latest.items()])
-        scores = {(trial_id, step): score for (trial_id, _), (_, step, score) in latest.items()}
-        stored = {key: values.intermediate_value_to_stored_repr(score) for key, score in scores.items()}
-        session.execute(sql["intermediate"], [{"p_trial_id": trial_id, "p_step": step, "p_intermediate_value": value,
-                                               "p_intermediate_value_type": kind}
-                                              for (trial_id, step), (value, kind) in stored.items()])
-        if release:
-            session.execute(sql["requeue"], {"p_ids": ids, "p_from": TrialState.RUNNING, "p_to": TrialState.WAITING})
-    return True
-
-
 def rung_key(budget: int) -> str:
     """The user-attribute key of a trial's details at rung ``budget``.
 
@@ -488,208 +387,99 @@ def rung_key(budget: int) -> str:
     return f"rung_{int(budget)}"
 
 
+# Writing results: Optuna's public storage API, or a faster path an integration registers -----------
+
+
+class FastPath(Protocol):
+    """Faster equivalents of some of Optuna's public storage calls, which an integration may register
+    (:func:`use_fast_path`): the engine imports no integration and knows no host internals.
+
+    Each method writes exactly what the public calls named in its docstring would, or writes nothing
+    and returns False where it cannot (another kind of storage, a trial in another state); the caller
+    then makes those public calls. ``eve_search.integrations._optuna_adapter`` registers one for
+    Optuna's RDB storage when it is imported.
+    """
+
+    def add_trials(self, storage: Any, study_id: int, trials: list[Any]) -> bool:
+        """``study.add_trials(trials)``, for RUNNING trials with parameters and user attributes."""
+
+    def record_results(self, storage: Any, rows: list[tuple[int, str, Any, int, float]], *, release: bool) -> bool:
+        """Per row ``(trial_id, key, value, step, score)``: ``set_trial_user_attr(trial_id, key, value)`` and
+        ``set_trial_intermediate_value(trial_id, step, score)``; with ``release``, then
+        ``set_trial_state_values(trial_id, WAITING)`` for each trial."""
+
+    def end_running(self, storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> bool:
+        """``set_trial_state_values(trial_id, state, values)`` per RUNNING trial."""
+
+    def trial_id(self, frozen: Any) -> int | None:
+        """The storage's id of a frozen trial read from it, without a query (None: unknown)."""
+
+
+_fast_path: FastPath | None = None
+
+
+def use_fast_path(fast_path: FastPath | None) -> FastPath | None:
+    """Register ``fast_path`` for the writes of this module (None: Optuna's public calls only); returns the
+    one registered before.
+
+    Example:
+        >>> previous = use_fast_path(None)  # every write through Optuna's public storage API
+        >>> use_fast_path(previous) is None
+        True
+    """
+    global _fast_path
+    with _lock:
+        previous, _fast_path = _fast_path, fast_path
+    return previous
+
+
+def add_trials(storage: Any, study: Any, study_id: int, trials: list[Any]) -> None:
+    """Add RUNNING ``trials`` to ``study`` (id ``study_id`` in ``storage``): ``study.add_trials``, or the
+    registered fast path's one transaction."""
+    fast = _fast_path
+    if fast is None or not fast.add_trials(storage, study_id, trials):
+        study.add_trials(trials)
+
+
 def record_results(storage: Any, results: list[tuple[int, int, dict[str, Any]]], *, release: bool = False) -> None:
     """Write rung results, ``(trial_id, budget, details)`` each, the one layout of a result in a study:
     the user attribute :func:`rung_key` holding ``{"budget": budget, **details}`` and the intermediate
-    value ``details["score"]`` at step ``budget`` (the commit point). In one transaction where
-    :func:`record_results_at_once` can, else through Optuna's ``set_trial_user_attr`` and
-    ``set_trial_intermediate_value``, row by row (which raise Optuna's errors, e.g. for a trial that has
-    ended). With ``release`` the trials then go back to WAITING (in the same transaction where it can)."""
+    value ``details["score"]`` at step ``budget`` (the commit point), through Optuna's
+    ``set_trial_user_attr`` and ``set_trial_intermediate_value``, row by row (which raise Optuna's errors,
+    e.g. for a trial that has ended), or in one transaction where the registered fast path can. With
+    ``release`` the trials then go back to WAITING."""
     rows = [(trial_id, rung_key(budget), {"budget": int(budget), **details}, int(budget), float(details["score"]))
             for trial_id, budget, details in results]
-    if not record_results_at_once(storage, rows, release=release):
-        from optuna.trial import TrialState
-
-        for trial_id, key, value, step, score in rows:
-            storage.set_trial_user_attr(trial_id, key, value)
-            storage.set_trial_intermediate_value(trial_id, step, score)
-        if release:
-            for trial_id in sorted({row[0] for row in rows}):
-                storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
-
-
-def end_trials_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> bool:
-    """End several RUNNING trials in one transaction: for each ``(trial_id, state, values)`` the state,
-    the completion time and the values, as ``RDBStorage.set_trial_state_values`` stores them (one
-    transaction, and a few ORM queries, per trial). False, before anything is written, where
-    :func:`claim_at_once` returns None, or when a trial is not RUNNING; the caller then ends them one by
-    one through Optuna.
-    """
-    models = _rdb_tables(storage)
-    if not ends or models is None or len({trial_id for trial_id, _, _ in ends}) != len(ends):
-        return False
-    from optuna.storages._rdb.storage import _create_scoped_session
+    fast = _fast_path
+    if fast is not None and rows and fast.record_results(storage, rows, release=release):
+        return
     from optuna.trial import TrialState
 
-    sql = _statements(storage.engine.name)
-    now = _stored_now(models)
-    ends = sorted(ends, key=lambda end: end[0])  # rows in one order in every process (see end_waiting_at_once)
-    with _create_scoped_session(storage.scoped_session, True) as session:
-        states = dict(session.execute(sql["states"], {"p_ids": [trial_id for trial_id, _, _ in ends]}).all())
-        if len(states) != len(ends) or any(state != TrialState.RUNNING for state in states.values()):
-            return False
-        session.execute(sql["end"], [{"p_id": trial_id, "p_from": TrialState.RUNNING, "p_to": state, "p_complete": now}
-                                     for trial_id, state, _ in ends])
-        rows = [{"p_trial_id": trial_id, "p_objective": objective, "p_value": stored, "p_value_type": kind}
-                for trial_id, _, values in ends for objective, value in enumerate(values or [])
-                for stored, kind in [models.TrialValueModel.value_to_stored_repr(value)]]
-        if rows:
-            session.execute(sql["value"], rows)
-    return True
+    for trial_id, key, value, step, score in rows:
+        storage.set_trial_user_attr(trial_id, key, value)
+        storage.set_trial_intermediate_value(trial_id, step, score)
+    if release:
+        for trial_id in sorted({row[0] for row in rows}):
+            storage.set_trial_state_values(trial_id, state=TrialState.WAITING)
 
 
-@functools.lru_cache(maxsize=None)
-def _statements(dialect: str) -> dict[str, Any]:
-    """The statements the functions of this module run on Optuna's tables, built once per dialect
-    (``"sqlite"`` or ``"postgresql"``) with bound parameters (named ``p_<column>``), so that SQLAlchemy
-    compiles each once. Built for every call, with the values in them, they cost several times the
-    database's own work: 1.7 ms for a claim and 2.2 ms for a result on SQLite, most of it building and
-    compiling statements."""
-    from optuna.storages._rdb import models
-    from sqlalchemy import bindparam, func, select, update
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    insert = (sqlite if dialect == "sqlite" else postgresql).insert
-    trials = models.TrialModel.__table__
-
-    def upsert(model: Any, keys: tuple[str, ...], columns: tuple[str, ...]) -> Any:
-        table = model.__table__
-        statement = insert(table).values({name: bindparam(f"p_{name}") for name in (*keys, *columns)})
-        return statement.on_conflict_do_update(index_elements=[table.c[name] for name in keys],
-                                               set_={name: statement.excluded[name] for name in columns})
-
-    def move(**values: Any) -> Any:  # one trial from state p_from to p_to, with the given columns
-        return update(trials).where(trials.c.trial_id == bindparam("p_id"), trials.c.state == bindparam("p_from")) \
-            .values(state=bindparam("p_to"), **values)
-
-    return {
-        "states": select(trials.c.trial_id, trials.c.state).where(trials.c.trial_id.in_(bindparam("p_ids", expanding=True))),
-        "take": move(datetime_start=bindparam("p_start")),
-        "end": move(datetime_complete=bindparam("p_complete")),
-        "requeue": update(trials).where(trials.c.trial_id.in_(bindparam("p_ids", expanding=True)),
-                                        trials.c.state == bindparam("p_from")).values(state=bindparam("p_to")),
-        "now": select(func.now()),
-        "beat": upsert(models.TrialHeartbeatModel, ("trial_id",), ("heartbeat",)),
-        "attr": upsert(models.TrialUserAttributeModel, ("trial_id", "key"), ("value_json",)),
-        "intermediate": upsert(models.TrialIntermediateValueModel, ("trial_id", "step"),
-                               ("intermediate_value", "intermediate_value_type")),
-        "value": upsert(models.TrialValueModel, ("trial_id", "objective"), ("value", "value_type")),
-    }
+def end_running_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> bool:
+    """End RUNNING trials, ``(trial_id, state, values)`` each, in one transaction where the registered fast
+    path can; False, with nothing written, where it cannot (the caller ends them one by one through
+    ``set_trial_state_values``)."""
+    fast = _fast_path
+    return fast is not None and bool(ends) and fast.end_running(storage, ends)
 
 
-def _stored_now(models: Any) -> Any:
-    """The time now as Optuna's trial table stores it: naive UTC where its model converts the times it
-    gives (Optuna 4.x and later), else naive local time (as ``datetime.now()`` was stored before)."""
-    import datetime
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return (now if hasattr(models.TrialModel, "_datetime_start_utc") else now.astimezone()).replace(tzinfo=None)
+def known_trial_id(frozen: Any) -> int | None:
+    """The storage's id of ``frozen`` (a trial read from a storage) where the registered fast path knows it
+    without a query, else None."""
+    fast = _fast_path
+    return None if fast is None else fast.trial_id(frozen)
 
 
-def _rdb_tables(storage: Any) -> Any:
-    """Optuna's private table models of an ``RDBStorage`` on SQLite or PostgreSQL that have the layout the
-    functions of this module write (trials, values, intermediate values, heartbeats, user attributes), or
-    None."""
-    try:
-        from optuna.storages import RDBStorage
-        from optuna.storages._rdb import models
-    except ImportError:
-        return None
-    if not isinstance(storage, RDBStorage) or storage.engine.name not in ("sqlite", "postgresql"):
-        return None
-    trials = getattr(models.TrialModel, "__table__", None)
-    needed = ("TrialValueModel", "TrialHeartbeatModel", "TrialUserAttributeModel", "TrialIntermediateValueModel")
-    if trials is None or not all(hasattr(models, name) for name in needed) or \
-            not {"state", "datetime_start", "datetime_complete"} <= set(trials.c.keys()) or \
-            not hasattr(models.TrialValueModel, "value_to_stored_repr") or \
-            not hasattr(models.TrialIntermediateValueModel, "intermediate_value_to_stored_repr"):
-        return None
-    return models
-
-
-def claim_at_once(storage: Any, trial_id: int, *, heartbeat: bool, attrs: dict[str, Any] | None = None) -> bool | None:
-    """Take a WAITING trial in one transaction: RUNNING with its start time (the atomic transition
-    ``set_trial_state_values(trial_id, RUNNING)`` makes), with ``heartbeat`` a heartbeat recorded at the
-    same moment (``record_heartbeat``: the trial is never stale when it starts running), and the user
-    attributes ``attrs`` (``set_trial_user_attr``), each stored as Optuna stores it.
-
-    Optuna's three calls cost three transactions; a sweep makes one claim per trial and rung. True when
-    this call took the trial, False when it was not WAITING (another worker took it, or it has ended),
-    None, before anything is written, where the storage is not an ``RDBStorage`` on SQLite or PostgreSQL
-    with the layout expected: the caller then makes Optuna's calls.
-    """
-    import json
-
-    models = _rdb_tables(storage)
-    if models is None:
-        return None
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from optuna.trial import TrialState
-
-    sql = _statements(storage.engine.name)
-    with _create_scoped_session(storage.scoped_session) as session:
-        taken = session.execute(sql["take"], {"p_id": trial_id, "p_from": TrialState.WAITING,
-                                              "p_to": TrialState.RUNNING, "p_start": _stored_now(models)})
-        if taken.rowcount != 1:
-            return False
-        if heartbeat:
-            now = session.execute(sql["now"]).scalar()  # the database's clock, as record_heartbeat reads it
-            session.execute(sql["beat"], {"p_trial_id": trial_id, "p_heartbeat": now})
-        if attrs:
-            session.execute(sql["attr"], [{"p_trial_id": trial_id, "p_key": key, "p_value_json": json.dumps(value)}
-                                          for key, value in attrs.items()])
-    return True
-
-
-def end_waiting_at_once(storage: Any, ends: list[tuple[int, Any, list[float] | None]]) -> set[int] | None:
-    """End WAITING trials in one transaction: for each ``(trial_id, state, values)`` whose trial is still
-    WAITING, its final state, completion time and values, as ``RDBStorage.set_trial_state_values`` stores
-    them; the WAITING condition is checked by each update, so of several workers ending the same trial
-    one does (in the order of their ids, in every worker). Returns the ids this call ended; None, before
-    anything is written, where :func:`claim_at_once` would be: the caller then claims and ends them one by
-    one through Optuna.
-    """
-    models = _rdb_tables(storage)
-    if models is None or len({trial_id for trial_id, _, _ in ends}) != len(ends):
-        return None
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from optuna.trial import TrialState
-
-    if not ends:
-        return set()
-    sql = _statements(storage.engine.name)
-    now = _stored_now(models)
-    ended: set[int] = set()
-    rows = []
-    with _create_scoped_session(storage.scoped_session) as session:
-        # Rows in one order in every worker: two workers ending the same rung's trials at once on
-        # PostgreSQL would otherwise each hold a row the other waits for (a deadlock, measured).
-        for trial_id, state, values in sorted(ends, key=lambda end: end[0]):
-            done = session.execute(sql["end"], {"p_id": trial_id, "p_from": TrialState.WAITING, "p_to": state,
-                                                "p_complete": now})
-            if done.rowcount == 1:
-                ended.add(trial_id)
-                rows += [{"p_trial_id": trial_id, "p_objective": objective, "p_value": stored, "p_value_type": kind}
-                         for objective, value in enumerate(values or [])
-                         for stored, kind in [models.TrialValueModel.value_to_stored_repr(value)]]
-        if rows:
-            session.execute(sql["value"], rows)
-    return ended
-
-
-def requeue_at_once(storage: Any, trial_ids: list[int]) -> bool:
-    """Put RUNNING trials back in the queue (WAITING) in one transaction, as
-    ``set_trial_state_values(trial_id, WAITING)`` would one transaction each (a trial no longer RUNNING is
-    left as it is). False, before anything is written, where :func:`claim_at_once` returns None: the
-    caller then makes Optuna's calls."""
-    models = _rdb_tables(storage)
-    if models is None:
-        return False
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from optuna.trial import TrialState
-
-    if trial_ids:
-        with _create_scoped_session(storage.scoped_session) as session:
-            session.execute(_statements(storage.engine.name)["requeue"],
-                            {"p_ids": sorted(set(trial_ids)), "p_from": TrialState.RUNNING, "p_to": TrialState.WAITING})
-    return True
+def trial_id_of(storage: Any, study_id: int, frozen: Any) -> int:
+    """The storage's id of ``frozen``, a trial of study ``study_id``: :func:`known_trial_id`, else asked
+    for by number (``get_trial_id_from_study_id_trial_number``)."""
+    known = known_trial_id(frozen)
+    return known if known is not None else storage.get_trial_id_from_study_id_trial_number(study_id, frozen.number)

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search._openmp import available_cpus, child_environment
 from eve_search.engine import MAX_JOBS
 
@@ -63,7 +63,7 @@ def check_jobs(jobs: Any) -> int:
     command line also keeps it within --configs and 4 x the CPUs, see :mod:`eve_search.cli.args`)."""
     check_int("jobs", jobs, 1, detail=" of worker processes")
     if jobs > MAX_JOBS:
-        raise ValueError(f"Invalid jobs: {jobs!r} (expected at most {MAX_JOBS} worker processes: each is a "
+        raise InputError(f"Invalid jobs: {jobs!r} (expected at most {MAX_JOBS} worker processes: each is a "
                          "process holding its own PyTorch)")
     return jobs
 
@@ -326,7 +326,7 @@ class TrialWorkers:
         if beside is None:
             beside = evaluates_beside(self.jobs, available_cpus())
         elif not isinstance(beside, bool):
-            raise ValueError(f"Invalid beside: {beside!r} (expected True, False or None)")
+            raise InputError(f"Invalid beside: {beside!r} (expected True, False or None)")
         self.beside = beside
         parent = (os.getpid(), _started_at(os.getpid()))
         self._pools = [ProcessPoolExecutor(max_workers=1, mp_context=_context(), initializer=_start_worker,

@@ -6,6 +6,8 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import InputError
+
 __all__ = ["BatchStream"]
 
 
@@ -35,9 +37,9 @@ class BatchStream:
 
     def __init__(self, x: torch.Tensor, y: torch.Tensor, batch_size: int, *, generator: torch.Generator) -> None:
         if x.shape[0] != y.shape[0]:
-            raise ValueError(f"Invalid data: x has {x.shape[0]} rows but y has {y.shape[0]}")
+            raise InputError(f"Invalid data: x has {x.shape[0]} rows but y has {y.shape[0]}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or not 1 <= batch_size <= x.shape[0]:
-            raise ValueError(f"Invalid batch_size: {batch_size!r} (expected an int in [1, {x.shape[0]}])")
+            raise InputError(f"Invalid batch_size: {batch_size!r} (expected an int in [1, {x.shape[0]}])")
         self.x, self.y, self.batch_size, self.generator = x, y, batch_size, generator
         self._batches_per_epoch = x.shape[0] // batch_size
         self._start_epoch()

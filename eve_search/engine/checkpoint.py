@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from eve_search._checks import InputError
+
 __all__ = ["FORMAT", "SIGNATURE", "CheckpointError", "load_state", "remove_checkpoint", "save_atomically",
            "state_bytes"]
 
@@ -64,7 +66,7 @@ _DTYPES = {str(dtype).removeprefix("torch."): dtype for dtype in (
     torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.bool)}
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     """A checkpoint that cannot be used: unreadable, unsafe, or belonging to another trial or sweep."""
 
 

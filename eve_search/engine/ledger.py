@@ -38,6 +38,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from eve_search._checks import InputError
+
 __all__ = [
     "DEFAULT_RUNGS",
     "MAX_RUNGS",
@@ -69,7 +71,7 @@ def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
         rungs: the budgets, in evaluation units (floats with whole values are accepted).
 
     Returns:
-        The budgets as a tuple of ints; a one-line ValueError names them otherwise.
+        The budgets as a tuple of ints; a one-line InputError names them otherwise.
 
     Example:
         >>> check_rungs([100, 300.0, 900])
@@ -77,25 +79,25 @@ def check_rungs(rungs: Sequence[float]) -> tuple[int, ...]:
         >>> check_rungs([300, 100])
         Traceback (most recent call last):
         ...
-        ValueError: Invalid rungs: 300, 100 (expected strictly increasing cumulative budgets)
+        eve_search.InputError: Invalid rungs: 300, 100 (expected strictly increasing cumulative budgets)
     """
     try:
         values = tuple(rungs)
     except TypeError:
-        raise ValueError(f"Invalid rungs: {rungs!r} (expected a sequence of budgets)") from None
+        raise InputError(f"Invalid rungs: {rungs!r} (expected a sequence of budgets)") from None
     if not values:
-        raise ValueError("Invalid rungs: () (expected at least one budget)")
+        raise InputError("Invalid rungs: () (expected at least one budget)")
     shown = ", ".join(f"{r:g}" if isinstance(r, (int, float)) and not isinstance(r, bool) else repr(r)
                       for r in values)
     if any(isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r != int(r) or r <= 0
            for r in values):
-        raise ValueError(f"Invalid rungs: {shown} (expected positive whole numbers of evaluation units)")
+        raise InputError(f"Invalid rungs: {shown} (expected positive whole numbers of evaluation units)")
     if len(values) > MAX_RUNGS:
-        raise ValueError(f"Invalid rungs: {len(values):,} budgets is more than {MAX_RUNGS:,} (each rung is a barrier "
+        raise InputError(f"Invalid rungs: {len(values):,} budgets is more than {MAX_RUNGS:,} (each rung is a barrier "
                          "every trial of the cohort waits at)")
     budgets = tuple(int(r) for r in values)
     if any(b <= a for a, b in itertools.pairwise(budgets)):
-        raise ValueError(f"Invalid rungs: {shown} (expected strictly increasing cumulative budgets)")
+        raise InputError(f"Invalid rungs: {shown} (expected strictly increasing cumulative budgets)")
     return budgets
 
 
@@ -122,19 +124,19 @@ def rungs_from_geometric(min_resource: float, max_resource: float, reduction_fac
     >>> rungs_from_geometric(1, 10**9, 1.0000001)
     Traceback (most recent call last):
     ...
-    ValueError: Invalid reduction_factor: 1.0000001 makes more than 1,000 rungs from 1 to 1e+09 (expected a larger factor, or a smaller range of steps)
+    eve_search.InputError: Invalid reduction_factor: 1.0000001 makes more than 1,000 rungs from 1 to 1e+09 (expected a larger factor, or a smaller range of steps)
 
     At most :data:`MAX_RUNGS` rungs, found in as many steps (never one per geometric term).
     """
     for name, value in (("min_resource", min_resource), ("max_resource", max_resource)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
                 or value != int(value) or value <= 0:
-            raise ValueError(f"Invalid {name}: {value!r} (expected a positive whole number of steps)")
+            raise InputError(f"Invalid {name}: {value!r} (expected a positive whole number of steps)")
     if isinstance(reduction_factor, bool) or not isinstance(reduction_factor, (int, float)) \
             or not math.isfinite(reduction_factor) or reduction_factor <= 1:
-        raise ValueError(f"Invalid reduction_factor: {reduction_factor!r} (expected a number above 1)")
+        raise InputError(f"Invalid reduction_factor: {reduction_factor!r} (expected a number above 1)")
     if max_resource < min_resource:
-        raise ValueError(f"Invalid max_resource: {max_resource!r} (expected at least min_resource, "
+        raise InputError(f"Invalid max_resource: {max_resource!r} (expected at least min_resource, "
                          f"{min_resource!r})")
     rungs: list[int] = []
     budget = float(min_resource)
@@ -155,7 +157,7 @@ def rungs_from_geometric(min_resource: float, max_resource: float, reduction_fac
     if not rungs or int(max_resource) > rungs[-1]:
         rungs.append(int(max_resource))
     if len(rungs) > MAX_RUNGS:
-        raise ValueError(f"Invalid reduction_factor: {reduction_factor!r} makes more than {MAX_RUNGS:,} rungs from "
+        raise InputError(f"Invalid reduction_factor: {reduction_factor!r} makes more than {MAX_RUNGS:,} rungs from "
                          f"{min_resource:g} to {max_resource:g} (expected a larger factor, or a smaller range of "
                          "steps)")
     return check_rungs(rungs)
@@ -168,7 +170,7 @@ def check_fraction(fraction: float) -> float:
         fraction: the value to check.
 
     Returns:
-        ``fraction`` as a float; a one-line ValueError naming it otherwise.
+        ``fraction`` as a float; a one-line InputError naming it otherwise.
 
     Example:
         >>> check_fraction(1)
@@ -176,16 +178,16 @@ def check_fraction(fraction: float) -> float:
         >>> check_fraction(0)
         Traceback (most recent call last):
         ...
-        ValueError: Invalid fraction: 0 (expected a number in (0, 1])
+        eve_search.InputError: Invalid fraction: 0 (expected a number in (0, 1])
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-        raise ValueError(f"Invalid fraction: {fraction!r} (expected a number in (0, 1])")
+        raise InputError(f"Invalid fraction: {fraction!r} (expected a number in (0, 1])")
     return float(fraction)
 
 
 def _check_mode(mode: str) -> str:
     if mode not in MODES:
-        raise ValueError(f"Invalid mode: {mode!r} (expected 'max' or 'min')")
+        raise InputError(f"Invalid mode: {mode!r} (expected 'max' or 'min')")
     return mode
 
 
@@ -406,7 +408,7 @@ class RungLedger:
 
     def _check_rung(self, rung: int) -> None:
         if isinstance(rung, bool) or not isinstance(rung, int) or not 0 <= rung < len(self.rungs):
-            raise ValueError(f"Invalid rung: {rung!r} (expected an index in [0, {len(self.rungs) - 1}])")
+            raise InputError(f"Invalid rung: {rung!r} (expected an index in [0, {len(self.rungs) - 1}])")
 
     def cohort(self, rung: int) -> list[Hashable]:
         """The trials that train to ``rung``: every member at rung 0, then the previous rung's promoted."""

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search.engine.ledger import check_rungs
 
 __all__ = ["POOL_FORMAT", "PoolError", "RecordedPool", "TrainerRecord", "load_pool", "save_pool"]
@@ -54,7 +55,7 @@ POOL_VERSION = 1
 MAX_POOL_CONFIGS = 1_000_000
 
 
-class PoolError(ValueError):
+class PoolError(InputError):
     """A pool file that cannot be read or is not a valid pool (the message names the file and field)."""
 
 
@@ -141,7 +142,7 @@ class RecordedPool:
         """Where each rung budget is among the pool's budgets (a search can replay only recorded budgets)."""
         missing = [r for r in rungs if r not in self.budgets]
         if missing:
-            raise ValueError(f"Invalid rungs: {', '.join(map(str, rungs))} (the pool recorded budgets "
+            raise InputError(f"Invalid rungs: {', '.join(map(str, rungs))} (the pool recorded budgets "
                              f"{', '.join(map(str, self.budgets))}; {', '.join(map(str, missing))} is not among them)")
         return [self.budgets.index(r) for r in rungs]
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.ledger import RungDecision
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.stream import CohortStream, Work
@@ -114,7 +114,7 @@ def simulate(stream: CohortStream, *, workers: int, duration: Callable[[Work], f
     """
     check_int("workers", workers, 1)
     if isinstance(jitter, bool) or not isinstance(jitter, (int, float)) or not 0 <= jitter <= 10:
-        raise ValueError(f"Invalid jitter: {jitter!r} (expected a number in [0, 10])")
+        raise InputError(f"Invalid jitter: {jitter!r} (expected a number in [0, 10])")
     rng = random.Random(jitter_seed)
     rungs = stream.rungs
     increment = {r: rungs[r] - (rungs[r - 1] if r else 0) for r in range(len(rungs))}
@@ -263,7 +263,7 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
     """
     rungs = pool.budgets if rungs is None else tuple(rungs)
     if configs > (pool.size if order is None else len(order)):
-        raise ValueError(f"Invalid configs: {configs} (the pool holds {pool.size} configurations)")
+        raise InputError(f"Invalid configs: {configs} (the pool holds {pool.size} configurations)")
     searched = list(range(pool.size)) if order is None else order
     hint = None if cost is None else (lambda index: cost(searched[index]))
     stream = CohortStream(configs, cohort_size, rungs=rungs, fraction=fraction, mode=pool.mode, speculate=speculate,

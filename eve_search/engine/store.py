@@ -9,7 +9,8 @@ default, PostgreSQL for teams), so ``optuna-dashboard`` can open any sweep.
 
 Only Optuna's public API is used: studies and trials are created through ``create_study`` and
 ``add_trials``, and results are written to a running trial through the storage's documented
-``BaseStorage`` methods. Every read goes to the storage, never to a cache another process could
+``BaseStorage`` methods (or a fast path an integration registers, which writes the same rows: see
+:mod:`eve_search.engine._stores`). Every read goes to the storage, never to a cache another process could
 make stale.
 
 Trial checkpoints belong to one sweep in one store: they live in a folder named after the study and
@@ -38,13 +39,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search._imports import require
 from eve_search.engine._stores import (
-    add_trials_at_once,
+    add_trials,
     create_storage,
     describe_failure,
-    end_trials_at_once,
+    end_running_at_once,
     in_memory,
+    known_trial_id,
     record_results,
     redact,
     rung_key,
@@ -60,7 +63,7 @@ __all__ = ["StoreError", "SweepStore", "open_storage", "rung_key", "study_name"]
 KIND = "sha-sweep"
 
 
-class StoreError(ValueError):
+class StoreError(InputError):
     """The store cannot be opened, or holds a sweep that this run must not overwrite or mix with."""
 
 
@@ -337,7 +340,7 @@ class SweepStore:
             self._budgets = (frozenset(rungs) if isinstance(rungs, (list, tuple)) and all(map(_is_int, rungs))
                              else None)
             self._settings = settings
-            self._study_id = self.storage.get_study_id_from_name(name)
+            self.study_id = self.storage.get_study_id_from_name(name)
             self._ids: dict[int, int] = {}
             self._numbers = self._ensure_trials()
             self._last_scores: dict[int, float] = {}  # index -> its latest score recorded by this process
@@ -396,13 +399,12 @@ class SweepStore:
                 )
                 for index in missing
             ]
-            if not add_trials_at_once(self.storage, self._study_id, trials):
-                self.study.add_trials(trials)
+            add_trials(self.storage, self.study, self.study_id, trials)
             current = self._indexed(configs=True)
-        # Optuna's frozen trials carry their storage id (the attribute ``_trial_id``): kept here, it
-        # spares one query per trial when its first result is written (else asked for, see _trial_id).
-        self._ids.update({index: frozen._trial_id for index, frozen in current.items()
-                          if isinstance(getattr(frozen, "_trial_id", None), int)})
+        # Where the registered fast path knows a trial's storage id without a query, it is kept here: it
+        # spares one query per trial when its first result is written (else asked for, see _id_of).
+        self._ids.update({index: known for index, frozen in current.items()
+                          if (known := known_trial_id(frozen)) is not None})
         return {index: frozen.number for index, frozen in current.items()}
 
     def _indexed(self, configs: bool = False) -> dict[int, Any]:
@@ -451,16 +453,16 @@ class SweepStore:
                         raise altered(self.name, f"params.{key}", value, _show(expected.get(key)), where)
         return current
 
-    def _trial_id(self, index: int) -> int:
+    def _id_of(self, index: int) -> int:
         if index not in self._ids:  # a trial's id never changes: one query per trial and process
-            self._ids[index] = self.storage.get_trial_id_from_study_id_trial_number(self._study_id,
+            self._ids[index] = self.storage.get_trial_id_from_study_id_trial_number(self.study_id,
                                                                                     self._numbers[index])
         return self._ids[index]
 
     def checkpoint_path(self, index: int) -> Path:
         """Where configuration ``index``'s latest checkpoint lives (in :attr:`checkpoint_dir`)."""
         if not isinstance(index, numbers.Integral) or isinstance(index, bool) or not 0 <= index < len(self.configs):
-            raise ValueError(f"Invalid index: {index!r} (expected an int in [0, {len(self.configs) - 1}])")
+            raise InputError(f"Invalid index: {index!r} (expected an int in [0, {len(self.configs) - 1}])")
         return self.checkpoint_dir / f"trial-{index:04d}.pt"
 
     # Reading ---------------------------------------------------------------------------------------
@@ -540,7 +542,7 @@ class SweepStore:
         for index, _, _, checkpoint in results:
             if checkpoint is not None:
                 self.save_checkpoint(index, checkpoint)
-        record_results(self.storage, [(self._trial_id(index), budget, details) for index, budget, details, _ in results])
+        record_results(self.storage, [(self._id_of(index), budget, details) for index, budget, details, _ in results])
         for index, _, details, _ in results:
             self._last_scores[index] = float(details["score"])
 
@@ -565,8 +567,8 @@ class SweepStore:
             # number, becomes the trial's value.
             score = self._last_score(index)
             ends.append((index, pruned, None if score is None or math.isnan(score) else [score]))
-        if not end_trials_at_once(self.storage, [(self._trial_id(index), state, values)
-                                                 for index, state, values in ends]):
+        if not end_running_at_once(self.storage, [(self._id_of(index), state, values)
+                                                  for index, state, values in ends]):
             for index, state, values in ends:  # one by one (a resumed sweep's may have ended already)
                 self._finish(index, state, values)
         for index in indices:
@@ -584,7 +586,7 @@ class SweepStore:
         """End configuration ``index``'s trial in one storage call; one that has already ended (a resumed
         sweep's) is left as it is."""
         try:
-            self.storage.set_trial_state_values(self._trial_id(index), state, values)
+            self.storage.set_trial_state_values(self._id_of(index), state, values)
         except self._optuna.exceptions.UpdateFinishedTrialError:
             pass
 
@@ -592,7 +594,7 @@ class SweepStore:
         """The score of the trial's latest recorded rung (this process's record, else the storage's)."""
         if index in self._last_scores:
             return self._last_scores[index]
-        frozen = self.storage.get_trial(self._trial_id(index))
+        frozen = self.storage.get_trial(self._id_of(index))
         return None if frozen.last_step is None else float(frozen.intermediate_values[frozen.last_step])
 
     def set(self, key: str, value: Any) -> None:

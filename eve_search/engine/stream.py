@@ -46,7 +46,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
@@ -122,7 +122,7 @@ def cohorts_within(units: float, cohort_size: int, rungs: Sequence[float] = DEFA
         6
     """
     if isinstance(units, bool) or not isinstance(units, (int, float)) or not math.isfinite(units) or units <= 0:
-        raise ValueError(f"Invalid units: {units!r} (expected a positive number of charged units)")
+        raise InputError(f"Invalid units: {units!r} (expected a positive number of charged units)")
     return max(1, int(units // cohort_units(cohort_size, rungs, fraction)))
 
 
@@ -160,7 +160,7 @@ class CohortStream:
                  fraction: float = PROMOTED_FRACTION, mode: str = "max", speculate: bool = False,
                  cost: Callable[[int], float] | None = None) -> None:
         if configs is None and cohort_size is None:
-            raise ValueError("Invalid cohort_size: None (a search of unknown length needs a cohort size)")
+            raise InputError("Invalid cohort_size: None (a search of unknown length needs a cohort size)")
         self.configs: int | None = None if configs is None else check_int("configs", configs, 1)
         self.cohort_size = configs if cohort_size is None else check_int("cohort_size", cohort_size, 1)
         self.rungs = check_rungs(rungs)

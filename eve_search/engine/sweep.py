@@ -16,19 +16,21 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine._background import BackgroundStore
 from eve_search.engine._workers import TrialJob, TrialWorkers, check_jobs
-from eve_search.optim.budget import check_cost_mode
+from eve_search.optim.budget import check_backward_ratio, check_cost_mode
+from eve_search.engine.backend import finish
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
     PROMOTED_FRACTION,
+    RungLedger,
     check_fraction,
     check_rungs,
     rung_sizes,
@@ -42,12 +44,72 @@ from eve_search.tasks import Splits, Task, get_task
 from eve_search.engine.checkpoint import CheckpointError
 from eve_search.engine.trial import CALIBRATION_AGREEMENT, CALIBRATION_RANGE, Trial, evaluate_checkpoint, warm_up
 
-__all__ = ["Sweep", "SweepResult", "SweepSettings", "calibration_note", "model_sizes", "prepare_sweep", "run_sweep",
-           "warm_up"]
+__all__ = ["SearchSettings", "Sweep", "SweepResult", "SweepSettings", "calibration_note", "model_sizes",
+           "prepare_sweep", "run_sweep", "warm_up"]
 
 
-@dataclass(frozen=True)
-class SweepSettings:
+@dataclass(frozen=True, kw_only=True)
+class SearchSettings:
+    """What every driver of a synchronous successive-halving search shares: how a trial trains (optimizer,
+    seed, cost rule), the rung rule, and the cohorts. :class:`SweepSettings` and the Optuna driver's
+    ``ShaOptions`` are built on it, so each field is declared and checked once; give them as keywords.
+
+    Args:
+        optimizer: a registered optimizer (:func:`~eve_search.optim.optimizer_names`).
+        seed: the training seed (weights, batches, EvE's randomness), an int >= 0.
+        rungs: the rung budgets in evaluation units, strictly increasing (default: the paper's).
+        fraction: the share of each rung promoted to the next, in (0, 1].
+        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
+        backward_ratio: the pinned backward/forward ratio (calibrated mode only), or None (measured once
+            per model shape before training).
+        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
+            synchronous sweep of its configurations, in index order (see
+            :class:`~eve_search.engine.stream.CohortStream`); None: one cohort of all.
+
+    Raises:
+        InputError: one line naming the field, its value and what was expected.
+
+    Example:
+        >>> SearchSettings(rungs=[10, 30], backward_ratio=2.0).rungs
+        (10, 30)
+        >>> SearchSettings(fraction=1.5)
+        Traceback (most recent call last):
+        ...
+        eve_search.InputError: Invalid fraction: 1.5 (expected a number in (0, 1])
+    """
+
+    optimizer: str = "eve"
+    seed: int = 0
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    fraction: float = PROMOTED_FRACTION
+    cost_mode: str = "calibrated"
+    backward_ratio: float | None = None
+    cohort_size: int | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rungs", check_rungs(self.rungs))
+        object.__setattr__(self, "fraction", check_fraction(self.fraction))
+        if self.optimizer not in optimizer_names():
+            raise InputError(f"Invalid optimizer: {self.optimizer!r} (expected one of {', '.join(optimizer_names())})")
+        check_int("seed", self.seed, 0)
+        check_cost_mode(self.cost_mode)
+        check_backward_ratio(self.backward_ratio, self.cost_mode)
+        if self.cohort_size is not None:
+            check_int("cohort_size", self.cohort_size, 1, detail=" of configurations, or None")
+
+    def search_fields(self) -> dict[str, Any]:
+        """The fields of :class:`SearchSettings`, by name: what an options object built on it takes from
+        these settings (e.g. ``ShaOptions(**settings.search_fields(), poll_interval=0.1)``).
+
+        Example:
+            >>> sorted(SweepSettings(space="hp", optimizer="adam").search_fields())
+            ['backward_ratio', 'cohort_size', 'cost_mode', 'fraction', 'optimizer', 'rungs', 'seed']
+        """
+        return {f.name: getattr(self, f.name) for f in fields(SearchSettings)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepSettings(SearchSettings):
     """Everything that defines a sweep; resuming with other settings is refused.
 
     ``backward_ratio`` pins the calibrated ratio for every model shape (reproducible across
@@ -56,17 +118,10 @@ class SweepSettings:
     Args:
         space: a registered search space (:func:`~eve_search.tasks.spaces.space_names`).
         optimizer: a registered optimizer (:func:`~eve_search.optim.optimizer_names`).
-        seed: the training seed (weights, batches, EvE's randomness).
         config_seed: the seed the configurations are sampled from.
         configs: how many configurations enter the first rung.
-        rungs: the rung budgets in evaluation units, increasing (default: the paper's).
-        fraction: the fraction of each rung promoted to the next.
-        cost_mode: ``"calibrated"`` or ``"measured"`` (see :class:`~eve_search.optim.budget.CostMeter`).
-        backward_ratio: the pinned backward/forward ratio, or None (measured once per model shape).
         task: a registered task (:func:`~eve_search.tasks.task_names`).
-        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
-            synchronous sweep of its configurations (see :class:`~eve_search.engine.stream.CohortStream`);
-            None: one cohort of all (synchronous SHA over every configuration).
+        seed, rungs, fraction, cost_mode, backward_ratio, cohort_size: as for :class:`SearchSettings`.
 
     Example:
         >>> settings = SweepSettings(space="arch", optimizer="eve", configs=8, rungs=(100, 300))
@@ -74,49 +129,36 @@ class SweepSettings:
         'adult-arch-eve-seed0'
     """
 
+    optimizer: str  # no default here: a sweep names its optimizer
     space: str
-    optimizer: str
-    seed: int = 0
     config_seed: int = 0
     configs: int = 48
-    rungs: tuple[int, ...] = DEFAULT_RUNGS
-    fraction: float = PROMOTED_FRACTION
-    cost_mode: str = "calibrated"
-    backward_ratio: float | None = None
     task: str = "adult"
-    cohort_size: int | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rungs", check_rungs(self.rungs))
-        object.__setattr__(self, "fraction", check_fraction(self.fraction))
-        if self.optimizer not in optimizer_names():
-            raise ValueError(f"Invalid optimizer: {self.optimizer!r} (expected one of {', '.join(optimizer_names())})")
+        super().__post_init__()
         get_space(self.space)
-        for name in ("seed", "config_seed"):
-            value = getattr(self, name)
-            check_int(name, value, 0)
+        check_int("config_seed", self.config_seed, 0)
         check_int("configs", self.configs, 1)
-        if self.cohort_size is not None:
-            check_int("cohort_size", self.cohort_size, 1, detail=" of configurations")
-        check_cost_mode(self.cost_mode)
-        if self.cost_mode == "measured" and self.backward_ratio is not None:
-            raise ValueError(f"Invalid backward_ratio: {self.backward_ratio} (only the calibrated cost mode "
-                             "takes a frozen ratio)")
-        if self.backward_ratio is not None and not (math.isfinite(self.backward_ratio) and self.backward_ratio > 0):
-            raise ValueError(f"Invalid backward_ratio: {self.backward_ratio!r} (expected a finite number > 0)")
 
     @property
     def name(self) -> str:
         return study_name(self.task, self.space, self.optimizer, self.seed, self.config_seed)
 
     def as_dict(self) -> dict[str, Any]:
-        values = asdict(self)
+        """The settings as the store keeps them (in this order), with the task's metric and mode."""
+        values = {name: getattr(self, name) for name in _SETTINGS_ORDER}
         values["rungs"] = list(self.rungs)
         if self.cohort_size is None or self.cohort_size >= self.configs:  # one cohort: as stored before cohorts
             values.pop("cohort_size")
         task = get_task(self.task)
         values.update(metric=task.metric, mode=task.mode)
         return values
+
+
+# The order of SweepSettings.as_dict, which the fields had before SearchSettings was split out of them.
+_SETTINGS_ORDER = ("space", "optimizer", "seed", "config_seed", "configs", "rungs", "fraction", "cost_mode",
+                   "backward_ratio", "task", "cohort_size")
 
 
 @dataclass
@@ -425,15 +467,8 @@ class Sweep:
                 make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
                 job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint,
                 cohort_size=s.cohort_size)
-            reports = engine.run()
-            self.test_best()
-            winner = writer.get("winner")
-            if winner is None:
-                index = engine.winner()
-                test = engine.evaluate_trial(index, "test", s.rungs[-1])
-                winner = {"index": index, "score": engine.stream.completed()[index], "test": test}
-                writer.set("winner", winner)
-                writer.set("wall_seconds", self.elapsed())
+            engine.run()
+            result = finish(self, _LocalBackend(engine), trained=state["trained"])
         finally:
             self.store = store
             closing = time.perf_counter()
@@ -443,7 +478,7 @@ class Sweep:
                                   "store": engine.seconds["store"] + time.perf_counter() - closing,
                                   "writer_cpu": writer.busy_seconds,
                                   "sweep": time.perf_counter() - self._started})
-        return self.result(reports, winner, trained=state["trained"])
+        return result
 
     def result(self, reports: list[RungReport], winner: dict[str, Any], trained: int) -> SweepResult:
         """The summary of a finished sweep from its rung reports and the store."""
@@ -469,6 +504,24 @@ class Sweep:
                     for index in range(len(self.configs))],
             trained=trained,
         )
+
+
+class _LocalBackend:
+    """The in-process engine as a :class:`~eve_search.engine.backend.SweepBackend`: its stream's ledgers
+    (keyed by configuration index), and the winner scored from the trial the engine holds or its checkpoint."""
+
+    def __init__(self, engine: SynchronousSuccessiveHalving) -> None:
+        self._engine = engine
+
+    def ledgers(self) -> list[RungLedger]:
+        stream = self._engine.stream
+        return [stream.ledger(k) for k in range(stream.opened)]
+
+    def index_of(self, key: Any) -> int:
+        return int(key)
+
+    def winner_test(self, index: int) -> dict[str, float]:
+        return self._engine.evaluate_trial(index, "test", self._engine.rungs[-1])
 
 
 def calibration_note(key: str, ratio: float, report: dict[str, Any]) -> str:

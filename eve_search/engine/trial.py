@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.batches import BatchStream
 from eve_search.optim.budget import CostMeter
 from eve_search.engine.checkpoint import (
@@ -185,7 +185,7 @@ class Trial:
         self.config = dict(config)
         for key in ("lr",):
             if key not in self.config:
-                raise ValueError(f"Invalid config: {self.config!r} (expected an 'lr' key)")
+                raise InputError(f"Invalid config: {self.config!r} (expected an 'lr' key)")
         self.optimizer_name = optimizer
         self.seed = _check_whole("seed", seed)
         self.index = _check_whole("index", index)
@@ -215,9 +215,9 @@ class Trial:
     def train_to(self, budget: int) -> None:
         """Raise the budget to ``budget`` units and train until the meter reaches it."""
         if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer)) or budget != int(budget):
-            raise ValueError(f"Invalid budget: {budget!r} (expected a whole number of evaluation units)")
+            raise InputError(f"Invalid budget: {budget!r} (expected a whole number of evaluation units)")
         if not budget >= self.budget:
-            raise ValueError(f"Invalid budget: {budget} (a trial resumes, so it must be >= its current "
+            raise InputError(f"Invalid budget: {budget} (a trial resumes, so it must be >= its current "
                              f"budget {self.budget})")
         self.meter.set_budget(budget)
         self.budget = int(budget)
@@ -353,7 +353,7 @@ def warm_up(optimizer: str) -> None:
         >>> warm_up("nosuch")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: ...nosuch...
+        eve_search.InputError: ...nosuch...
     """
     model = mlp(4, [4], 2, generator=torch.Generator().manual_seed(0))
     opt = make_optimizer(optimizer, model.parameters(), lr=1e-3)

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eve_search._checks import InputError
 from eve_search.engine.ledger import DEFAULT_RUNGS
 from eve_search.engine.pool import RecordedPool, TrainerRecord, load_pool  # noqa: F401 (load_pool: the examples)
 from eve_search.engine.sweep import Sweep
@@ -65,14 +66,14 @@ def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
         >>> pool_from_audit({}, "adam")
         Traceback (most recent call last):
         ...
-        ValueError: Invalid prepared: {} (expected the audit studies of one space and one seed)
+        eve_search.InputError: Invalid prepared: {} (expected the audit studies of one space and one seed)
     """
     seeds = {seed for _, seed in prepared}
     if len(seeds) != 1:
-        raise ValueError(f"Invalid prepared: {dict(prepared)!r} (expected the audit studies of one space and one seed)")
+        raise InputError(f"Invalid prepared: {dict(prepared)!r} (expected the audit studies of one space and one seed)")
     trainers = [trainer for trainer, _ in prepared]
     if referee not in trainers:
-        raise ValueError(f"Invalid referee: {referee!r} (expected one of the audited trainers: {', '.join(trainers)})")
+        raise InputError(f"Invalid referee: {referee!r} (expected one of the audited trainers: {', '.join(trainers)})")
     any_sweep = next(iter(prepared.values()))
     task, settings = any_sweep.task, any_sweep.settings
     budgets = tuple(settings.rungs)
@@ -81,7 +82,7 @@ def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
         for (trainer, seed), sweep in other.items():
             if (trainer, seed) not in prepared or sweep.configs != prepared[(trainer, seed)].configs \
                     or sweep.settings.rungs != prepared[(trainer, seed)].settings.rungs:
-                raise ValueError(f"Invalid also: the {trainer} study of seed {seed} is not the same audit "
+                raise InputError(f"Invalid also: the {trainer} study of seed {seed} is not the same audit "
                                  "(expected the same trainers, seed, configurations and budgets)")
             for index, rows in sweep.store.rung_details().items():
                 if not all(b in details[trainer].get(index, {}) for b in budgets):

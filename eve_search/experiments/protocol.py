@@ -52,9 +52,9 @@ from typing import Any
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.analysis.summary import mean_std
-from eve_search.optim.budget import check_cost_mode
+from eve_search.optim.budget import check_backward_ratio, check_cost_mode
 from eve_search._imports import require
 from eve_search.engine._stores import describe_failure, redact, safe_url
 from eve_search.engine.store import StoreError, open_storage
@@ -127,20 +127,19 @@ class ProtocolSettings:
         known = optimizer_names()
         for name in self.optimizers:
             if name not in known:
-                raise ValueError(f"Invalid optimizer: {name!r} (expected one of {', '.join(known)})")
+                raise InputError(f"Invalid optimizer: {name!r} (expected one of {', '.join(known)})")
         if not self.optimizers or not self.lrs or not self.seeds:
-            raise ValueError("Invalid grid: optimizers, lrs and seeds must each hold at least one value")
+            raise InputError("Invalid grid: optimizers, lrs and seeds must each hold at least one value")
         for lr in self.lrs:
             if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-                raise ValueError(f"Invalid learning rate: {lr!r} (expected a finite number > 0)")
+                raise InputError(f"Invalid learning rate: {lr!r} (expected a finite number > 0)")
         for name, value in (("budget", self.budget), ("eval_every", self.eval_every),
                             ("calibration_units", self.calibration_units)):
             check_int(name, value, 1)
         if self.subset is not None:
             check_int("subset", self.subset, 1, detail=" or None")
         check_cost_mode(self.cost_mode)
-        if self.cost_mode == "measured" and self.backward_ratio is not None:
-            raise ValueError("Invalid backward_ratio: only the calibrated cost mode takes a frozen ratio")
+        check_backward_ratio(self.backward_ratio, self.cost_mode)
 
     def defining(self) -> dict[str, Any]:
         """The settings a resumed protocol must share with the stored one (the grid may grow)."""
@@ -186,7 +185,7 @@ def subset_splits(data: Splits, subset: int | None) -> Splits:
         The (possibly) shortened splits; ``data`` itself when ``subset`` is None.
 
     Raises:
-        ValueError: ``subset`` is larger than the training split.
+        InputError: ``subset`` is larger than the training split.
 
     Example:
         >>> import torch
@@ -198,7 +197,7 @@ def subset_splits(data: Splits, subset: int | None) -> Splits:
     if subset is None:
         return data
     if subset > data.x_train.shape[0]:
-        raise ValueError(f"Invalid subset: {subset} (the training split has only {data.x_train.shape[0]} rows)")
+        raise InputError(f"Invalid subset: {subset} (the training split has only {data.x_train.shape[0]} rows)")
     return Splits(data.x_train[:subset], data.y_train[:subset], data.x_val, data.y_val, data.x_test, data.y_test)
 
 
@@ -223,7 +222,7 @@ def run_one(task: Task, data: Splits, settings: ProtocolSettings, key: RunKey, b
         snapshot's ``kept_units``, ``val`` and ``test`` metrics, ``final_val`` and the validation ``curve``.
 
     Raises:
-        ValueError: the task does not report ``settings.select_by``.
+        InputError: the task does not report ``settings.select_by``.
 
     Example:
         >>> import torch
@@ -257,7 +256,7 @@ def run_one(task: Task, data: Splits, settings: ProtocolSettings, key: RunKey, b
         started = time.perf_counter()
         val = trial.evaluate("val")
         if settings.select_by not in val:
-            raise ValueError(f"Invalid select_by: {settings.select_by!r} (task {task.name!r} reports "
+            raise InputError(f"Invalid select_by: {settings.select_by!r} (task {task.name!r} reports "
                              f"{', '.join(sorted(val))})")
         curve.append([trial.charged_units, val[settings.select_by], val[task.metric]])
         if best is None or _finite_or_inf(val[settings.select_by]) < _finite_or_inf(best["val"][settings.select_by]):

@@ -24,7 +24,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
+from eve_search.integrations._optuna_adapter import on_stop, stop_requested
 from eve_search.integrations._optuna_pruner import _THREAD, SynchronousSHAPruner
 
 __all__ = ["optimize_in_cohorts"]
@@ -218,24 +219,65 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
         >>> sorted(trial.state.name for trial in study.trials)  # rung 1 keeps the best third
         ['COMPLETE', 'PRUNED', 'PRUNED']
     """
+    pruner = _checked_pruner(study, n_trials, timeout, n_jobs, catch)
+    run = _CohortRun(study, objective, pruner, n_jobs=n_jobs, timeout=timeout, catch=catch,
+                     callbacks=list(callbacks or ()), gc_after_trial=gc_after_trial)
+    # study.stop() from an objective or a callback closes the gate the moment it is called (see on_stop)
+    with on_stop(study, lambda: run.gate.close("stopped")):
+        try:
+            run.launch_all(n_trials)
+        finally:
+            if run.launched:
+                pruner._close(study, run.reason)  # the cohort in progress is decided with the trials it has
+        run.join()
+    if run.errors:
+        raise run.errors[0]
+    pruner.check_steps(study)
+
+
+def _checked_pruner(study: optuna.Study, n_trials: int | None, timeout: float | None, n_jobs: int,
+                    catch: Any) -> SynchronousSHAPruner:
+    """The study's pruner, once the arguments of :func:`optimize_in_cohorts` and the study are checked: a
+    missing cohort size, a study with several objectives, or heartbeats that cannot work are refused
+    before any trial."""
     pruner = study.pruner
     if not isinstance(pruner, SynchronousSHAPruner):
-        raise ValueError(f"Invalid study: its pruner is {type(pruner).__name__} (expected a SynchronousSHAPruner, "
+        raise InputError(f"Invalid study: its pruner is {type(pruner).__name__} (expected a SynchronousSHAPruner, "
                          "e.g. optuna.create_study(pruner=SynchronousSHAPruner(cohort_size=9)))")
     _check_count("n_trials", n_trials)
     _check_count("n_jobs", n_jobs)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or not math.isfinite(timeout) or timeout <= 0):
-        raise ValueError(f"Invalid timeout: {timeout!r} (expected a number of seconds > 0, or None)")
+        raise InputError(f"Invalid timeout: {timeout!r} (expected a number of seconds > 0, or None)")
     if not isinstance(catch, tuple):
-        raise ValueError(f"Invalid catch: {catch!r} (expected a tuple of exception types)")
-    user_callbacks = list(callbacks or ())
-    pruner._size(study)  # a missing cohort size, a study with several objectives, or heartbeats that cannot
-    pruner.check_storage(study)  # work are refused before any trial
+        raise InputError(f"Invalid catch: {catch!r} (expected a tuple of exception types)")
+    pruner._size(study)
+    pruner.check_storage(study)
+    return pruner
 
-    def choose(asking: set[int], training: set[int]) -> int:
+
+class _CohortRun:
+    """One call of :func:`optimize_in_cohorts`: the launcher (:meth:`launch_all`) starts each trial in its own
+    thread on a turn it acquired (:class:`_Turns`), and a free turn goes where the stream of cohorts says
+    (:meth:`choose`); each thread runs its trial through ``study.optimize(..., n_trials=1)``."""
+
+    def __init__(self, study: optuna.Study, objective: Callable[[optuna.Trial], Any], pruner: SynchronousSHAPruner,
+                 *, n_jobs: int, timeout: float | None, catch: tuple[type[Exception], ...],
+                 callbacks: list[Callable[[optuna.Study, FrozenTrial], None]], gc_after_trial: bool) -> None:
+        self.study, self.objective, self.pruner = study, objective, pruner
+        self.timeout, self.catch, self.callbacks, self.gc_after_trial = timeout, catch, callbacks, gc_after_trial
+        self.turns = _Turns(n_jobs, self.choose)
+        self.gate = _Gate()
+        self.errors: list[BaseException] = []
+        self.threads: list[threading.Thread] = []
+        self.started = time.monotonic()
+        self.launched = 0
+        self.reason = "n_trials"  # why no more trials start (recorded with a partial last cohort)
+
+    def choose(self, asking: set[int], training: set[int]) -> int:
         """The work the stream of cohorts offers first among those asking: a promoted trial of the oldest
         cohort, else a new trial (the oldest asking, should the stream not name any)."""
+        pruner, study = self.pruner, self.study
         stream, number = pruner.stream_view(study, training)
         for _ in range(len(asking) + len(training) + pruner._size(study) * (len(pruner.rungs) + 1)):
             work = stream.next_work()
@@ -251,111 +293,100 @@ def optimize_in_cohorts(study: optuna.Study, objective: Callable[[optuna.Trial],
                 return held_by
         return min(asking, key=lambda who: (who == NEW_TRIAL, who))
 
-    turns = _Turns(n_jobs, choose)
-    gate = _Gate()
-    errors: list[BaseException] = []
-    threads: list[threading.Thread] = []
-    started = time.monotonic()
+    def expired(self) -> bool:
+        return self.timeout is not None and time.monotonic() - self.started >= self.timeout
 
-    def expired() -> bool:
-        return timeout is not None and time.monotonic() - started >= timeout
+    def give_up(self) -> bool:
+        return self.gate.closed or self.expired()
 
-    def give_up() -> bool:
-        return gate.closed or expired()
+    def ended(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Optuna's callback after each trial: the user's callbacks, then a stop() that bypassed
+        :func:`~eve_search.integrations._optuna_adapter.on_stop` (``Study.stop(study)``) closes the gate."""
+        for callback in self.callbacks:
+            callback(study, trial)
+        if stop_requested(study):
+            self.gate.close("stopped")
 
-    def ended(study_: optuna.Study, trial: FrozenTrial) -> None:
-        for callback in user_callbacks:
-            callback(study_, trial)
-        if getattr(study_, "_stop_flag", False):  # a stop() that bypassed the wrapper below (Study.stop(study))
-            gate.close("stopped")
-
-    optuna_stop = study.stop
-
-    def stop() -> None:
-        # study.stop() from an objective or a callback closes the gate the moment it is called. Optuna's
-        # flag alone is not enough here: every trial thread's study.optimize clears it when it starts,
-        # so a trial launched between the call and the end of the calling trial would erase it.
-        optuna_stop()  # Optuna's own check: only inside an optimization loop
-        gate.close("stopped")
-
-    def work(turn: _Turn, asked: threading.Event) -> None:
-        _THREAD.slot = turn
+    def _objective(self, turn: _Turn, asked: threading.Event) -> Callable[[optuna.Trial], Any]:
+        """The user's objective, for one thread: it binds the trial to its turn and closes the gate on an
+        error (before Optuna records it: no trial is asked from then on)."""
+        study, gate = self.study, self.gate
 
         def run(trial: optuna.Trial) -> Any:
             turn.bind(trial.number)
             asked.set()  # its number is taken: the next trial may be asked
             try:
-                return objective(trial)
+                return self.objective(trial)
             except optuna.exceptions.UpdateFinishedTrialError as error:
                 if _failed(study, trial.number):  # failed as stale while it trained (a report came too late)
-                    pruner._drop(study, trial.number, depth=-2)  # the warning points here: the objective has returned
+                    # the warning points here: the objective has returned
+                    self.pruner._drop(study, trial.number, depth=-2)
                     raise optuna.TrialPruned() from error
                 gate.close("error")
                 raise
             except BaseException as error:
-                if not isinstance(error, (optuna.TrialPruned, *catch)):
-                    gate.close("error")  # before Optuna records it: no trial is asked from now on
+                if not isinstance(error, (optuna.TrialPruned, *self.catch)):
+                    gate.close("error")
                 raise
 
+        return run
+
+    def work(self, turn: _Turn, asked: threading.Event) -> None:
+        """A trial's thread: its trial through ``study.optimize(..., n_trials=1)``, its turn given back at the end."""
+        _THREAD.slot = turn
         try:
-            study.optimize(run, n_trials=1, catch=catch, callbacks=[ended], gc_after_trial=gc_after_trial)
+            self.study.optimize(self._objective(turn, asked), n_trials=1, catch=self.catch, callbacks=[self.ended],
+                                gc_after_trial=self.gc_after_trial)
         except (ValueError, optuna.exceptions.UpdateFinishedTrialError) as error:
-            if turn.number is None or not pruner.dropped(study, turn.number):
-                gate.close("error")
-                errors.append(error)
+            if turn.number is None or not self.pruner.dropped(self.study, turn.number):
+                self.gate.close("error")
+                self.errors.append(error)
             # else: Optuna refuses to record the end of a trial failed as stale (optuna/optuna#5470); the pruner
             # dropped it with a StaleTrialWarning, and the study goes on
-        except BaseException as error:  # noqa: BLE001 - re-raised by the launcher once the others finished
-            gate.close("error")  # also an error of Optuna's own, outside the objective
-            errors.append(error)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller once the others finished
+            self.gate.close("error")  # also an error of Optuna's own, outside the objective
+            self.errors.append(error)
         finally:
             turn.release()
             _THREAD.slot = None
             asked.set()
 
-    def launch(number: int) -> bool:
+    def launch(self, number: int) -> bool:
         """Start trial ``number`` on the turn just acquired, unless the gate closed meanwhile."""
+        gate = self.gate
         with gate.lock:  # held until the trial is asked: the gate cannot close in between
-            if expired():
+            if self.expired():
                 gate.close_locked("timeout")
             if gate.closed:
-                turns.release(None)
+                self.turns.release(None)
                 return False
             asked = threading.Event()
-            thread = threading.Thread(target=work, args=(_Turn(turns), asked), daemon=True,
+            thread = threading.Thread(target=self.work, args=(_Turn(self.turns), asked), daemon=True,
                                       name=f"eve-search-cohort-trial-{number}")
             thread.start()
-            threads.append(thread)
+            self.threads.append(thread)
             while not asked.wait(0.1):  # trial numbers in launch order: consecutive within a cohort
                 pass
         return True
 
-    launched = 0
-    reason = "n_trials"
-    study.stop = stop  # type: ignore[method-assign]  # on this object only, for this call
-    try:
-        try:
-            while n_trials is None or launched < n_trials:
-                if expired():
-                    gate.close("timeout")
-                if gate.closed:
-                    reason = gate.reason or reason
-                    break
-                if not turns.acquire(NEW_TRIAL, give_up):
-                    continue  # the gate closed or the time ran out while waiting for a turn: seen above
-                if not launch(launched):
-                    reason = gate.reason or reason
-                    break
-                launched += 1
-        finally:
-            if launched:
-                pruner._close(study, reason)  # the cohort in progress is decided with the trials it has
-        for thread in threads:
+    def launch_all(self, n_trials: int | None) -> None:
+        """Start trials until ``n_trials`` have started or the gate closes (:attr:`reason` says why)."""
+        gate = self.gate
+        while n_trials is None or self.launched < n_trials:
+            if self.expired():
+                gate.close("timeout")
+            if gate.closed:
+                self.reason = gate.reason or self.reason
+                return
+            if not self.turns.acquire(NEW_TRIAL, self.give_up):
+                continue  # the gate closed or the time ran out while waiting for a turn: seen above
+            if not self.launch(self.launched):
+                self.reason = gate.reason or self.reason
+                return
+            self.launched += 1
+
+    def join(self) -> None:
+        """Wait for every trial thread (in slices, so that Ctrl-C reaches this thread)."""
+        for thread in self.threads:
             while thread.is_alive():
                 thread.join(0.1)
-    finally:  # the study's own stop() again, also when the launcher or the closing raised
-        if study.__dict__.get("stop") is stop:
-            del study.stop
-    if errors:
-        raise errors[0]
-    pruner.check_steps(study)

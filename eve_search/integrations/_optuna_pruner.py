@@ -21,9 +21,7 @@ doing). A timer remains only as a last guard that raises (``stall_seconds``), an
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
-import sys
 import threading
 import time
 import warnings
@@ -33,12 +31,10 @@ from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
-from optuna.study import _optimize as _optuna_optimize
-from optuna.storages import InMemoryStorage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.engine.ledger import (
     PROMOTED_FRACTION,
     RungDecision,
@@ -48,6 +44,7 @@ from eve_search.engine.ledger import (
     rungs_from_geometric,
 )
 from eve_search.engine.stream import CohortStream, Work
+from eve_search.integrations._optuna_adapter import activity, heartbeats, in_memory, own_loop, study_key
 
 __all__ = [
     "CUT_PREFIX",
@@ -301,9 +298,10 @@ class SynchronousSHAPruner(BasePruner):
     ``ValueError: Cannot tell a FAIL trial`` when it records the trial's end (optuna/optuna#5470, with
     any pruner), so a worker process that must outlive it calls ``study.optimize`` again.
 
-    **Several objectives** cannot be pruned (Optuna refuses ``trial.report`` there and never asks a
-    pruner): ``optuna.create_study(directions=[...], pruner=SynchronousSHAPruner(...))`` raises one
-    ``ValueError`` as the study is built, before any trial.
+    **Several objectives** cannot be pruned: Optuna refuses ``trial.report`` there (its own
+    ``NotImplementedError``) and never asks a pruner. :func:`~eve_search.integrations.optuna.optimize_in_cohorts`
+    and :func:`~eve_search.integrations.optuna.run_sha` refuse such a study in one ``ValueError``, before
+    any trial.
 
     For eve-search's own trials, which resume from checkpoints, prefer
     :func:`eve_search.integrations.optuna.run_sha`: it trains each rung as a work item, so the cohort
@@ -369,7 +367,7 @@ class SynchronousSHAPruner(BasePruner):
         if rungs is not None:
             given = [name for name, value in geometric.items() if value is not None]
             if given:
-                raise ValueError(f"Invalid rungs: {rungs!r} together with {', '.join(given)} (expected either "
+                raise InputError(f"Invalid rungs: {rungs!r} together with {', '.join(given)} (expected either "
                                  "explicit rungs= or min_resource/reduction_factor/max_resource, not both)")
             self.rungs = check_rungs(rungs)
             self.fraction = check_fraction(PROMOTED_FRACTION if fraction is None else fraction)
@@ -386,7 +384,7 @@ class SynchronousSHAPruner(BasePruner):
         for name, value in (("timeout", timeout), ("poll_interval", poll_interval), ("stall_seconds", stall_seconds)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                       or not math.isfinite(value) or value <= 0):
-                raise ValueError(f"Invalid {name}: {value!r} (expected a number of seconds > 0)")
+                raise InputError(f"Invalid {name}: {value!r} (expected a number of seconds > 0)")
         self.cohort_size = cohort_size
         self.n_trials = n_trials
         self.workers = workers
@@ -416,12 +414,12 @@ class SynchronousSHAPruner(BasePruner):
         size = study.user_attrs.get("sha_cohort_size")
         if isinstance(size, int) and size >= 1:
             return size
-        raise ValueError("Invalid cohort_size: None and the study has no 'sha_cohort_size' user attribute "
+        raise InputError("Invalid cohort_size: None and the study has no 'sha_cohort_size' user attribute "
                          "(expected SynchronousSHAPruner(cohort_size=N), N the trials judged together)")
 
     def _mode(self, study: optuna.Study) -> str:
         if len(study.directions) > 1:
-            raise ValueError(f"Invalid study: {len(study.directions)} objectives (SynchronousSHAPruner ranks one "
+            raise InputError(f"Invalid study: {len(study.directions)} objectives (SynchronousSHAPruner ranks one "
                              "score: expected optuna.create_study(direction=...), with the other objectives recorded "
                              "by trial.set_user_attr)")
         return "max" if study.direction == StudyDirection.MAXIMIZE else "min"
@@ -627,7 +625,7 @@ class SynchronousSHAPruner(BasePruner):
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         mode = self._mode(study)
-        key = _study_key(study)
+        key = study_key(study)
         if key not in self._set_up:
             self.check_storage(study)  # the first should_prune(): a storage that cannot work is refused (in every
             self._set_up.add(key)  # thread: a refused study is never marked as checked)
@@ -638,7 +636,7 @@ class SynchronousSHAPruner(BasePruner):
             return False
         size = self._size(study)
         slot = getattr(_THREAD, "slot", None)
-        loop = None if slot is not None else _own_loop(study)
+        loop = None if slot is not None else own_loop(study)
         rung = self.rung_of(step)
         first_look = (trial.number, rung is not None) not in self._looked
         if first_look:
@@ -669,17 +667,6 @@ class SynchronousSHAPruner(BasePruner):
 
     # Setup and storage --------------------------------------------------------------------------------
 
-    def __bool__(self) -> bool:
-        """Always True. Optuna's ``Study`` evaluates ``pruner or MedianPruner()`` while it is built
-        (``create_study``, ``load_study``): the first moment the pruner can see the study, and the only one
-        before ``trial.report`` in a study with several objectives (where Optuna never asks a pruner), so such
-        a study is refused there, in one line."""
-        frame = sys._getframe(1)
-        study = frame.f_locals.get("self") if frame.f_code is _STUDY_INIT else None
-        if isinstance(study, optuna.Study) and getattr(study, "_directions", None) is not None:
-            self._mode(study)
-        return True
-
     def check_storage(self, study: optuna.Study) -> None:
         """Refuse a study this pruner cannot run (one line naming the setting): several objectives, or heartbeats
         whose ``grace_period`` is not above ``heartbeat_interval`` (a live trial would be stale between two of
@@ -693,10 +680,10 @@ class SynchronousSHAPruner(BasePruner):
             ValueError: the study cannot work with this pruner.
         """
         self._mode(study)
-        beats = _heartbeats(study)
+        beats = heartbeats(study)
         if beats is not None and beats[1] <= beats[0]:
             interval, grace = beats
-            raise ValueError(
+            raise InputError(
                 f"Invalid grace_period: {grace:g} (the storage's heartbeat_interval is {interval:g} s, so a live trial "
                 "is stale between two of its heartbeats: expected grace_period above heartbeat_interval, and at least "
                 f"heartbeat_interval + {SAFE_GRACE_MARGIN:g} s on a busy machine, e.g. RDBStorage(url, "
@@ -706,10 +693,10 @@ class SynchronousSHAPruner(BasePruner):
         """A trial this process runs was failed as stale by a heartbeat check: it is dropped (True: the objective
         ends it as pruned), with one warning (``depth``: calls between ``prune()`` and here, so that the warning
         points at the objective's ``should_prune()``)."""
-        key = (_study_key(study), number)
+        key = (study_key(study), number)
         if key not in self._dropped:
             self._dropped.add(key)
-            beats = _heartbeats(study)
+            beats = heartbeats(study)
             settings = "" if beats is None else f"heartbeat_interval={beats[0]:g} s, grace_period={beats[1]:g} s: "
             warnings.warn(
                 f"SynchronousSHAPruner: trial {number} was failed as stale by a heartbeat check while this process "
@@ -730,15 +717,15 @@ class SynchronousSHAPruner(BasePruner):
         Returns:
             True if the pruner dropped it.
         """
-        return (_study_key(study), number) in self._dropped
+        return (study_key(study), number) in self._dropped
 
     def _local(self, study: optuna.Study) -> bool:
         """Every trial that will run on the study runs in this process: in-memory storage, or shared storage
         that ``workers=1`` says no other process runs."""
-        return _in_memory(study) or self.workers == 1
+        return in_memory(study) or self.workers == 1
 
     def _workers_hint(self, study: optuna.Study) -> str:
-        if _in_memory(study):
+        if in_memory(study):
             return ""
         return (", or, if other worker processes run this study on its shared storage, say how many: "
                 "SynchronousSHAPruner(..., workers=N)")
@@ -1017,157 +1004,13 @@ _WAITING: dict[int, tuple[Any, int, int]] = {}
 _WAITING_LOCK = threading.Lock()
 
 
-def _code(module: Any, path: str) -> Any:
-    """The code object of ``module.path`` (e.g. ``"_optimize"`` or ``"ThreadPoolExecutor.shutdown"``), or None
-    if this Optuna or Python has no such function (the loops are then not recognised: see :func:`_activity`)."""
-    target = module
-    for name in path.split("."):
-        target = getattr(target, name, None)
-    return getattr(target, "__code__", None)
-
-
-_STUDY_INIT = _code(optuna.Study, "__init__")  # where Optuna evaluates ``pruner or MedianPruner()``
-_OPTIMIZE = _code(_optuna_optimize, "_optimize")  # study.optimize's loop (and its n_jobs > 1 driver)
-_SEQUENTIAL = _code(_optuna_optimize, "_optimize_sequential")  # the loop of one thread
-_RUN_TRIAL = _code(_optuna_optimize, "_run_trial")  # one trial: ask, objective, tell
-_SHUTDOWN = _code(concurrent.futures.ThreadPoolExecutor, "shutdown")  # a driver whose loop has ended
-_WAIT = _code(concurrent.futures, "wait")  # a driver waiting for a free thread
-
-
-def _study_key(study: Any) -> Any:
-    """What identifies a study across Study objects: its storage (an RDB's URL) and its id."""
-    storage = getattr(study, "_storage", None)
-    backend = getattr(storage, "_backend", storage)  # RDB storages come wrapped in a cache
-    url = getattr(backend, "url", None)
-    return (url if isinstance(url, str) else id(backend), getattr(study, "_study_id", None))
-
-
-def _own_loop(study: optuna.Study) -> dict[str, Any] | None:
-    """The ``study.optimize`` call this thread runs a trial of: its ``n_jobs``, ``n_trials`` and ``timeout``
-    (``{"n_jobs": None}`` for a thread of an ``n_jobs > 1`` pool); None outside ``study.optimize`` (ask-and-tell)."""
-    if _OPTIMIZE is None or _SEQUENTIAL is None:
-        return None
-    key = _study_key(study)
-    frame = sys._getframe(1)
-    pool = False
-    while frame is not None:
-        code = frame.f_code
-        if code is _OPTIMIZE or code is _SEQUENTIAL:
-            other = frame.f_locals.get("study")
-            if other is study or (other is not None and _study_key(other) == key):
-                if code is _OPTIMIZE:
-                    values = frame.f_locals
-                    return {"n_jobs": values.get("n_jobs"), "n_trials": values.get("n_trials"),
-                            "timeout": values.get("timeout")}
-                pool = True
-        frame = frame.f_back
-    return {"n_jobs": None, "n_trials": None, "timeout": None} if pool else None
-
-
-@dataclass
-class _Activity:
-    """What this process's threads are doing with one study, read from their stacks.
-
-    ``busy``: threads that may still report or start a trial (training, asking, finishing one, a loop about
-    to start one); ``waiting``: (trial number, rung) of the trials waiting in ``should_prune()``; ``running``:
-    the numbers of the trials these threads run; ``full``: the ``n_jobs`` of each ``study.optimize`` waiting
-    for a free thread; ``blocked``: sequential loops whose own trial waits; ``ended``: why each loop that
-    stopped asking stopped; ``pool``: threads of ``n_jobs > 1`` pools that run a trial of the study (waiting
-    or not); ``pending``: the unfinished tasks of the loops that wait or ended (more than ``pool``: a task is
-    on its way to a thread); ``loops``: ``study.optimize`` calls on the study; ``known``: Optuna's loop
-    functions were found (else nothing is concluded from the stacks).
-    """
-
-    known: bool = True
-    busy: int = 0
-    waiting: list[tuple[int, int]] = field(default_factory=list)
-    running: set[int] = field(default_factory=set)
-    full: list[int] = field(default_factory=list)
-    blocked: int = 0
-    ended: list[str] = field(default_factory=list)
-    pool: int = 0
-    pending: int = 0
-    loops: int = 0
-
-
-def _ended_reason(study: Any, values: dict[str, Any]) -> str:
-    if getattr(study, "_stop_flag", False):
-        return "stopped"
-    n_trials = values.get("n_trials")
-    if n_trials is not None and values.get("n_submitted_trials", -1) >= n_trials:
-        return "n_trials"
-    if values.get("timeout") is not None:
-        return "timeout"
-    return "error"
-
-
-def _activity(study: optuna.Study) -> _Activity:
-    """Classify every thread of this process that runs ``study`` (see :class:`_Activity`)."""
-    if None in (_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL, _SHUTDOWN, _WAIT):
-        return _Activity(known=False)
-    key = _study_key(study)
+def _activity(study: optuna.Study) -> Any:
+    """What this process's threads are doing with ``study`` (see
+    :class:`~eve_search.integrations._optuna_adapter.Activity`), with the trials waiting in ``should_prune()``."""
+    key = study_key(study)
     with _WAITING_LOCK:
         waiting = {ident: (number, rung) for ident, (k, number, rung) in _WAITING.items() if k == key}
-    activity = _Activity()
-    for ident, frame in sys._current_frames().items():
-        frames = []
-        while frame is not None:
-            frames.append(frame)
-            frame = frame.f_back
-        codes = {f.f_code for f in frames}
-        if not codes & {_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL}:
-            continue
-        ours = [f for f in frames if f.f_code in (_OPTIMIZE, _SEQUENTIAL, _RUN_TRIAL)
-                and _study_key(f.f_locals.get("study")) == key]
-        if not ours:
-            continue
-        kinds = {f.f_code for f in ours}
-        if _OPTIMIZE in kinds:
-            activity.loops += 1
-        for f in ours:
-            if f.f_code is _RUN_TRIAL:
-                number = getattr(f.f_locals.get("trial"), "number", None)
-                if isinstance(number, int):
-                    activity.running.add(number)
-        if _SEQUENTIAL in kinds and _OPTIMIZE not in kinds:
-            activity.pool += 1
-        if ident in waiting:
-            activity.waiting.append(waiting[ident])
-            if _OPTIMIZE in kinds:
-                activity.blocked += 1  # a loop of one thread, whose trial waits: it starts nothing
-        elif _SEQUENTIAL in kinds or _RUN_TRIAL in kinds:
-            activity.busy += 1
-        elif _SHUTDOWN in codes or _WAIT in codes:
-            driver = next(f for f in ours if f.f_code is _OPTIMIZE)
-            values = driver.f_locals
-            try:
-                activity.pending += sum(1 for future in list(values.get("futures") or ()) if not future.done())
-            except RuntimeError:  # the set changed while read: the driver is not idle
-                activity.busy += 1
-                continue
-            if _SHUTDOWN in codes:
-                activity.ended.append(_ended_reason(study, values))
-            else:
-                activity.full.append(int(values.get("n_jobs") or 0))
-        else:
-            activity.busy += 1  # a driver about to start a trial
-    return activity
-
-
-def _in_memory(study: Any) -> bool:
-    return isinstance(getattr(study, "_storage", None), InMemoryStorage)
-
-
-def _heartbeats(study: Any) -> tuple[float, float] | None:
-    """The storage's ``(heartbeat_interval, grace_period)`` in seconds (Optuna's default grace: two intervals),
-    or None without heartbeats."""
-    storage = getattr(study, "_storage", None)
-    getter = getattr(storage, "get_heartbeat_interval", None)
-    interval = getter() if callable(getter) else None
-    if not interval:
-        return None
-    grace = getattr(getattr(storage, "_backend", storage), "grace_period", None)
-    return float(interval), float(2 * interval if grace is None else grace)
+    return activity(study, waiting)
 
 
 def _fingerprint(trials: list[FrozenTrial]) -> tuple[Any, ...]:

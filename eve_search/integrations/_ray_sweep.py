@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from eve_search._checks import InputError
 from eve_search._imports import require
 from eve_search.integrations._ray import (
     INDEX_KEY,
@@ -30,8 +31,8 @@ from eve_search.integrations._ray import (
     EveTrainable,
     SynchronousSHAScheduler,
 )
-from eve_search.engine.ledger import RungLedger, rank_order
-from eve_search.engine.sha import RungReport
+from eve_search.engine.backend import finish
+from eve_search.engine.ledger import RungLedger
 
 require("ray.tune", "ray")
 
@@ -303,7 +304,7 @@ def _connect(ray: Any, address: str | None, num_cpus: int) -> bool:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(f"Invalid address: {address!r} (cannot start or reach a Ray cluster: {first})") from None
+        raise InputError(f"Invalid address: {address!r} (cannot start or reach a Ray cluster: {first})") from None
     return True
 
 
@@ -316,7 +317,7 @@ def _probe(address: str) -> None:
     try:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=10).close()
     except OSError as error:
-        raise ValueError(f"Invalid address: {address!r} (no Ray cluster reachable there: "
+        raise InputError(f"Invalid address: {address!r} (no Ray cluster reachable there: "
                          f"{error.strerror or error})") from None
 
 
@@ -416,24 +417,25 @@ def _run(ray: Any, tune: Any, sweep: Sweep, progress: ProgressCallback | None,
                            f"{': ' + errors[0] if errors else ''})")
     recorder.flush(final=True)
     recorder.wait()
-    ids = recorder.index
-    reports = []
-    for number, ledger in enumerate(ledgers):
-        for decision in ledger.decisions():
-            trials = sorted(ids[t] for t in decision.promoted + decision.stopped)
-            scores = {ids[t]: float(ledger.score(t, decision.rung)) for t in decision.promoted + decision.stopped}
-            reports.append(RungReport(budget=decision.budget, trials=trials, scores={i: scores[i] for i in trials},
-                                      promoted=[ids[t] for t in decision.promoted], cohort=number))
-    sweep.test_best()
-    winner = store.get("winner")
-    if winner is None:  # the best that completed the last rung, over every cohort (ties: sampled first)
-        completed = dict(sorted((i, score) for r in reports if r.budget == s.rungs[-1] for i, score in r.scores.items()))
-        index = rank_order(completed, sweep.task.mode)[0]
-        result = recorder.results.get((index, s.rungs[-1])) or _last_result(grid, index)
-        winner = {"index": index, "score": completed[index], "test": dict(result["test"])}
-        store.set("winner", winner)
-        store.set("wall_seconds", sweep.elapsed())
-    return sweep.result(reports, winner, trained=recorder.trained)
+    return finish(sweep, _RayBackend(recorder, ledgers, grid, s.rungs[-1]), trained=recorder.trained)
+
+
+class _RayBackend:
+    """A Ray sweep as a :class:`~eve_search.engine.backend.SweepBackend`: the scheduler's ledgers (keyed by
+    Tune's trial ids), and the winner's test metrics as its actor reported them at the last rung."""
+
+    def __init__(self, recorder: _SweepRecorder, ledgers: list[RungLedger], grid: Any, last: int) -> None:
+        self._recorder, self._ledgers, self._grid, self._last = recorder, ledgers, grid, last
+
+    def ledgers(self) -> list[RungLedger]:
+        return self._ledgers
+
+    def index_of(self, key: Any) -> int:
+        return self._recorder.index[key]
+
+    def winner_test(self, index: int) -> dict[str, float]:
+        result = self._recorder.results.get((index, self._last)) or _last_result(self._grid, index)
+        return dict(result["test"])
 
 
 def _data_dir(sweep: Sweep) -> Any:

@@ -69,8 +69,8 @@ What the pruner cannot do:
     cohort waits for other processes, and ``stall_seconds``, 300 s, is a last guard that raises
     :class:`CohortStalledError`); see ``study.optimize`` loops of other processes (each process
     closes the cohort when its own loop stops asking and no trial of another process runs); prune
-    multi-objective studies (refused in one line as the study is built, and by
-    :func:`optimize_in_cohorts` and :func:`run_sha`); keep a plain ``study.optimize`` going after one
+    multi-objective studies (Optuna refuses ``trial.report`` there; :func:`optimize_in_cohorts` and
+    :func:`run_sha` refuse them in one line, before any trial); keep a plain ``study.optimize`` going after one
     of its live trials was failed as stale (Optuna raises ``Cannot tell a FAIL trial`` as it records
     the trial's end; :func:`optimize_in_cohorts` goes on).
 """

@@ -43,6 +43,13 @@ What the scheduler cannot do:
     use CPUs left idle while the rung of the only cohort waits (with ``cohort_size``, the next
     cohort's trials take them; ASHA has no barrier); run several brackets.
 
+Ray versions:
+    The range the ``ray`` extra declares, tested on Ray 2.60. Pausing a trial without wasting its
+    actor, and giving its concurrency slot back while it waits, uses a few internals of Tune; they
+    are all in one module (``eve_search/integrations/_ray/_compat.py``), which checks the version
+    when imported: outside the declared range it refuses with the range, and on a version of it that
+    the tests never ran it warns (``RuntimeWarning``) and names the tested one.
+
 Example (needs Ray, so not run as a doctest):
     >>> from eve_search.integrations.ray import SynchronousSHAScheduler  # doctest: +SKIP
     >>> scheduler = SynchronousSHAScheduler(grace_period=1, reduction_factor=3, max_t=27)  # doctest: +SKIP

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from eve_search._checks import InputError
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
@@ -73,7 +74,7 @@ def _as_bound(value: Any, p: torch.Tensor, what: str, index: int) -> torch.Tenso
             return bound.reshape(())
         return bound.expand_as(p).reshape(-1)
     except (RuntimeError, TypeError, ValueError) as error:
-        raise ValueError(f"Invalid bounds: {what} bound of parameter {index} cannot be broadcast to "
+        raise InputError(f"Invalid bounds: {what} bound of parameter {index} cannot be broadcast to "
                          f"its shape {tuple(p.shape)} ({error})") from None
 
 
@@ -88,7 +89,7 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor],
         pairs = [(-b, b) for b in kaiming_bounds(params)]
     elif isinstance(bounds, (int, float)) and not isinstance(bounds, bool):
         if not bounds > 0:
-            raise ValueError(f"Invalid bounds: {bounds} (a single number is a half-width and must be > 0)")
+            raise InputError(f"Invalid bounds: {bounds} (a single number is a half-width and must be > 0)")
         pairs = [(-bounds, bounds)] * len(params)
     elif (isinstance(bounds, tuple) and len(bounds) == 2
           and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds)):
@@ -100,20 +101,20 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor],
         pairs = [next(given) if k else None for k in keep]
     else:
         counted = f"{len(params)} here" if kept == len(params) else f"{len(params)} here, or {kept} trainable"
-        raise ValueError(f"Invalid bounds: {bounds!r} (expected None, a half-width, a (lower, upper) pair, "
+        raise InputError(f"Invalid bounds: {bounds!r} (expected None, a half-width, a (lower, upper) pair, "
                          f"or one (lower, upper) pair per parameter: {counted})")
     lowers, uppers = [], []
     for index, (p, pair, k) in enumerate(zip(params, pairs, keep)):
         if not k:
             continue
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"Invalid bounds: entry {index} is {pair!r} (expected a (lower, upper) pair)")
+            raise InputError(f"Invalid bounds: entry {index} is {pair!r} (expected a (lower, upper) pair)")
         low, high = _as_bound(pair[0], p, "lower", index), _as_bound(pair[1], p, "upper", index)
         if not bool((low < high).all()):  # (NaN bounds fail too)
             bad = ~(low < high).expand(p.numel())
             k = int(bad.nonzero()[0])
             first_low, first_high = low.expand(p.numel())[k], high.expand(p.numel())[k]
-            raise ValueError(f"Invalid bounds: lower {float(first_low)} >= upper {float(first_high)} at element {k} "
+            raise InputError(f"Invalid bounds: lower {float(first_low)} >= upper {float(first_high)} at element {k} "
                              f"of parameter {index} (expected lower < upper)")
         if low.dim() != high.dim():  # one per-weight, one a number: store both per weight
             low, high = low.expand(p.numel()), high.expand(p.numel())
@@ -126,15 +127,15 @@ def _check_param(p: torch.Tensor, index: int, first: torch.Tensor | None) -> Non
     """One line for a parameter EvE cannot evolve: sparse, complex, not floating point, or of another
     dtype or device than the first one."""
     if p.layout != torch.strided:
-        raise ValueError(f"Invalid params: parameter {index} has layout {p.layout} (EvE evolves dense tensors; "
+        raise InputError(f"Invalid params: parameter {index} has layout {p.layout} (EvE evolves dense tensors; "
                          "sparse parameters are not supported)")
     if p.is_complex():
-        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} (EvE evolves real weights; complex "
+        raise InputError(f"Invalid params: parameter {index} is {p.dtype} (EvE evolves real weights; complex "
                          "parameters are not supported: store the real and imaginary parts as a real parameter)")
     if not p.is_floating_point():
-        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} (EvE needs floating-point parameters)")
+        raise InputError(f"Invalid params: parameter {index} is {p.dtype} (EvE needs floating-point parameters)")
     if first is not None and (p.dtype != first.dtype or p.device != first.device):
-        raise ValueError(f"Invalid params: parameter {index} is {p.dtype} on {p.device} beside {first.dtype} on "
+        raise InputError(f"Invalid params: parameter {index} is {p.dtype} on {p.device} beside {first.dtype} on "
                          f"{first.device} (EvE needs all its parameters in one dtype on one device)")
 
 
@@ -261,9 +262,9 @@ class EvE(torch.optim.Optimizer):
                                    population_size=population_size)
         check_hyperparameters(hyper)
         if init not in INITIALIZATIONS:
-            raise ValueError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
+            raise InputError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
         if anchor not in ("weights", "uniform"):
-            raise ValueError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
+            raise InputError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
         if meter is not None and not isinstance(meter, CostMeter):
             raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter or None)")
         self._built = False
@@ -271,7 +272,7 @@ class EvE(torch.optim.Optimizer):
         for index, group in enumerate(self.param_groups):
             fixed = [key for key in _GLOBAL_OPTIONS if key in group]
             if fixed:
-                raise ValueError(f"Invalid param group {index}: {fixed[0]}={group[fixed[0]]!r} (a group may set "
+                raise InputError(f"Invalid param group {index}: {fixed[0]}={group[fixed[0]]!r} (a group may set "
                                  "only lr and weight_decay; EvE's other options are one per optimizer)")
         self._hyper = hyper
         self.meter = meter
@@ -279,7 +280,7 @@ class EvE(torch.optim.Optimizer):
         keep = [p.requires_grad for p in everything]
         params = [p for p in everything if p.requires_grad]
         if not params:
-            raise ValueError(f"Invalid params: none of the {len(everything)} parameters requires grad "
+            raise InputError(f"Invalid params: none of the {len(everything)} parameters requires grad "
                              "(nothing for EvE to optimize)")
         first: torch.Tensor | None = None
         for index, (p, k) in enumerate(zip(everything, keep)):
@@ -328,7 +329,7 @@ class EvE(torch.optim.Optimizer):
         """Refused once EvE is built: its population is one vector over the parameters it was built
         with (construction itself adds its groups here, as ``torch.optim.Optimizer`` does)."""
         if getattr(self, "_built", False):
-            raise ValueError("EvE cannot add a parameter group after construction (its population is one vector "
+            raise InputError("EvE cannot add a parameter group after construction (its population is one vector "
                              "over the parameters it was built with); pass every group to EvE(...)")
         super().add_param_group(param_group)
 
@@ -381,7 +382,7 @@ class EvE(torch.optim.Optimizer):
             except ValueError as error:
                 if len(settings) == 1:
                     raise
-                raise ValueError(f"param group {index}: {error}") from None
+                raise InputError(f"param group {index}: {error}") from None
         return settings
 
     def _sync_hyperparameters(self) -> None:
@@ -402,11 +403,11 @@ class EvE(torch.optim.Optimizer):
             if p.data_ptr() != pointer:
                 self._adopt(k)
             if not p.requires_grad:
-                raise ValueError(f"parameter {self._indices[k]} was frozen (requires_grad=False) after EvE was "
+                raise InputError(f"parameter {self._indices[k]} was frozen (requires_grad=False) after EvE was "
                                  "built; EvE evolves the parameters trainable at construction: build a new EvE")
         for p in self._frozen:
             if p.requires_grad:
-                raise ValueError("a parameter that was frozen (requires_grad=False) when EvE was built now requires "
+                raise InputError("a parameter that was frozen (requires_grad=False) when EvE was built now requires "
                                  "grad; EvE evolves the parameters trainable at construction: build a new EvE")
         if self._weights_changed():
             self._reanchor()
@@ -429,10 +430,10 @@ class EvE(torch.optim.Optimizer):
         p, view = self._params[k], self._views[k]
         index = self._indices[k]
         if p.dtype != view.dtype or p.device != view.device:
-            raise ValueError(f"parameter {index} is now {p.dtype} on {p.device}, but EvE was built for {view.dtype} "
+            raise InputError(f"parameter {index} is now {p.dtype} on {p.device}, but EvE was built for {view.dtype} "
                              f"on {view.device}; move or cast the model (model.to(...)) before building EvE")
         if p.shape != view.shape:
-            raise ValueError(f"parameter {index} changed shape from {tuple(view.shape)} to {tuple(p.shape)} after "
+            raise InputError(f"parameter {index} changed shape from {tuple(view.shape)} to {tuple(p.shape)} after "
                              "EvE was built; build a new EvE")
         view.copy_(p.detach())
         p.data = view
@@ -505,7 +506,7 @@ class EvE(torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if "eve" not in state_dict.get("state", {}):
-            raise ValueError("state_dict has no EvE population (was it saved by another optimizer?)")
+            raise InputError("state_dict has no EvE population (was it saved by another optimizer?)")
         super().load_state_dict(state_dict)
         saved = self.state["eve"]
         self._population.load_state_dict(saved)

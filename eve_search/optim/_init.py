@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.optim._operators import latin_hypercube, proximity_population
 
 __all__ = ["INITIALIZATIONS", "initial_population", "make_generators"]
@@ -43,4 +43,4 @@ def initial_population(init: str, size: int, dim: int, generator: torch.Generato
         if anchor is None:
             anchor = torch.rand(dim, generator=generator, dtype=dtype, device=device)
         return proximity_population(anchor, size, sigma, generator)
-    raise ValueError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
+    raise InputError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")

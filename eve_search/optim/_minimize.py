@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
-from eve_search._checks import check_int, with_overrides
+from eve_search._checks import InputError, check_int, with_overrides
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
@@ -54,7 +54,7 @@ class MinimizeOptions:
         init: the initialization, ``"lhs"`` (Latin hypercube) or ``"proximity"`` (around ``x0``).
 
     Raises:
-        ValueError: one line naming the argument, its value and what was expected.
+        InputError: one line naming the argument, its value and what was expected.
 
     Example:
         >>> import torch
@@ -67,7 +67,7 @@ class MinimizeOptions:
         >>> MinimizeOptions(F=0.0)
         Traceback (most recent call last):
         ...
-        ValueError: Invalid F: 0.0 (expected a DE weight in (0, 2])
+        eve_search.InputError: Invalid F: 0.0 (expected a DE weight in (0, 2])
     """
 
     lr: float = 0.05
@@ -88,7 +88,7 @@ class MinimizeOptions:
         object.__setattr__(self, "polynomial_mutation", bool(self.polynomial_mutation))
         check_hyperparameters(self.hyperparameters())
         if self.init not in INITIALIZATIONS:
-            raise ValueError(f"Invalid init: {self.init!r} (expected one of {', '.join(INITIALIZATIONS)})")
+            raise InputError(f"Invalid init: {self.init!r} (expected one of {', '.join(INITIALIZATIONS)})")
 
     def hyperparameters(self) -> EvEHyperparameters:
         """The numbers Algorithm 1 runs with (every field but ``init``)."""
@@ -201,20 +201,20 @@ def _box(lower: float | torch.Tensor, upper: float | torch.Tensor,
     lengths = {t.numel() for t in (low, high) if t.dim() > 0}
     if dim is None:
         if len(lengths) != 1:
-            raise ValueError(f"Invalid bounds: lower {tuple(low.shape)} and upper {tuple(high.shape)} do not give "
+            raise InputError(f"Invalid bounds: lower {tuple(low.shape)} and upper {tuple(high.shape)} do not give "
                              "one dimension (pass vectors of equal length, or scalars with dim=)")
         dim = lengths.pop()
     vectors = []
     for name, t in (("lower", low), ("upper", high)):
         if t.dim() > 1 or (t.dim() == 1 and t.numel() != dim):
-            raise ValueError(f"Invalid {name}: shape {tuple(t.shape)} (expected a scalar or a vector of length {dim})")
+            raise InputError(f"Invalid {name}: shape {tuple(t.shape)} (expected a scalar or a vector of length {dim})")
         vectors.append(t.to(dtype=low.dtype if low.is_floating_point() else torch.float32).expand(dim).clone())
     low, high = vectors
     high = high.to(low.device)
     bad = ~(low < high)
     if bool(bad.any()):
         k = int(bad.nonzero()[0])
-        raise ValueError(f"Invalid bounds: lower {float(low[k])} >= upper {float(high[k])} at coordinate {k} "
+        raise InputError(f"Invalid bounds: lower {float(low[k])} >= upper {float(high[k])} at coordinate {k} "
                          "(expected lower < upper)")
     return low, high
 
@@ -224,10 +224,10 @@ def _anchor(x0: torch.Tensor | None, init: str, low: torch.Tensor, high: torch.T
     if x0 is None:
         return None
     if init != "proximity":
-        raise ValueError(f"Invalid x0: an anchor only applies to init='proximity' (got init={init!r})")
+        raise InputError(f"Invalid x0: an anchor only applies to init='proximity' (got init={init!r})")
     x0 = torch.as_tensor(x0, dtype=low.dtype, device=low.device).reshape(-1)
     if x0.numel() != low.numel():
-        raise ValueError(f"Invalid x0: {x0.numel()} coordinates (expected {low.numel()})")
+        raise InputError(f"Invalid x0: {x0.numel()} coordinates (expected {low.numel()})")
     return ((x0 - low) / (high - low)).clamp_(0.0, 1.0)
 
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import torch
 from torch.optim.adam import adam
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.optim._operators import (
     de_child,
     jittered_weight,
@@ -49,29 +49,29 @@ def _is_number(value: Any) -> bool:
 
 
 def check_hyperparameters(h: EvEHyperparameters) -> None:
-    """Raise ValueError/TypeError naming the argument, its value and what is expected."""
+    """Raise InputError/TypeError naming the argument, its value and what is expected."""
     if not isinstance(h.population_size, int) or isinstance(h.population_size, bool):
         raise TypeError(f"Invalid population_size: {h.population_size!r} (expected an int >= 4)")
     if h.population_size < 4:
-        raise ValueError(f"Invalid population_size: {h.population_size} (rand-to-pbest/1 needs the "
+        raise InputError(f"Invalid population_size: {h.population_size} (rand-to-pbest/1 needs the "
                          "target plus three distinct donors, so at least 4)")
     if not _is_number(h.lr) or h.lr < 0:
-        raise ValueError(f"Invalid learning rate: {h.lr!r} (expected a finite number >= 0)")
+        raise InputError(f"Invalid learning rate: {h.lr!r} (expected a finite number >= 0)")
     check_int("n_adam", h.n_adam, 0, detail="; 0 turns the fallback off")
     if not _is_number(h.weight_decay) or h.weight_decay < 0:
-        raise ValueError(f"Invalid weight_decay: {h.weight_decay!r} (expected a finite number >= 0)")
+        raise InputError(f"Invalid weight_decay: {h.weight_decay!r} (expected a finite number >= 0)")
     if len(h.betas) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in h.betas):
-        raise ValueError(f"Invalid betas: {h.betas!r} (expected two numbers in [0, 1))")
+        raise InputError(f"Invalid betas: {h.betas!r} (expected two numbers in [0, 1))")
     if not _is_number(h.eps) or h.eps <= 0:
-        raise ValueError(f"Invalid eps: {h.eps!r} (expected a number > 0)")
+        raise InputError(f"Invalid eps: {h.eps!r} (expected a number > 0)")
     if not _is_number(h.F) or not 0.0 < h.F <= 2.0:
-        raise ValueError(f"Invalid F: {h.F!r} (expected a DE weight in (0, 2])")
+        raise InputError(f"Invalid F: {h.F!r} (expected a DE weight in (0, 2])")
     if not _is_number(h.gamma) or not 0.0 <= h.gamma < 2.0:
-        raise ValueError(f"Invalid gamma: {h.gamma!r} (expected a jitter in [0, 2))")
+        raise InputError(f"Invalid gamma: {h.gamma!r} (expected a jitter in [0, 2))")
     if not _is_number(h.sigma) or h.sigma <= 0:
-        raise ValueError(f"Invalid sigma: {h.sigma!r} (expected a number > 0)")
+        raise InputError(f"Invalid sigma: {h.sigma!r} (expected a number > 0)")
     if not _is_number(h.eta) or h.eta < 0:
-        raise ValueError(f"Invalid eta: {h.eta!r} (expected a PM distribution index >= 0)")
+        raise InputError(f"Invalid eta: {h.eta!r} (expected a PM distribution index >= 0)")
 
 
 class Evaluator(Protocol):

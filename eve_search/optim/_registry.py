@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
+from eve_search._checks import InputError
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._closure import charged_backward, charged_forward, loss_value
 from eve_search.optim._eve import EvE
@@ -130,7 +131,7 @@ def register_optimizer(name: str, factory: Factory) -> None:
         >>> _ = _REGISTRY.pop("plain-sgd")  # this example leaves the registry as it found it
     """
     if not isinstance(name, str) or not name or name != name.strip().lower():
-        raise ValueError(f"Invalid name: {name!r} (expected a non-empty lower-case string)")
+        raise InputError(f"Invalid name: {name!r} (expected a non-empty lower-case string)")
     if not callable(factory):
         raise TypeError(f"Invalid factory for {name!r}: {factory!r} is not callable")
     _REGISTRY[name] = factory
@@ -166,7 +167,7 @@ def make_optimizer(name: str, params: Iterable[torch.Tensor], *, lr: float, weig
         A :class:`TrainingOptimizer`: ``step(closure)``, ``state_dict``, ``load_state_dict``.
 
     Raises:
-        ValueError: no optimizer has that name (the message lists those that do).
+        InputError: no optimizer has that name (the message lists those that do).
 
     Example:
         >>> import torch
@@ -177,7 +178,7 @@ def make_optimizer(name: str, params: Iterable[torch.Tensor], *, lr: float, weig
     """
     factory = _REGISTRY.get(name)
     if factory is None:
-        raise ValueError(f"Unknown optimizer: {name!r} (expected one of {', '.join(optimizer_names())})")
+        raise InputError(f"Unknown optimizer: {name!r} (expected one of {', '.join(optimizer_names())})")
     return factory(list(params), lr=lr, weight_decay=weight_decay, meter=meter, seed=seed)
 
 

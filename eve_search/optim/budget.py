@@ -27,13 +27,15 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-__all__ = ["COST_MODES", "CostMeter", "PassTotals", "check_cost_mode"]
+from eve_search._checks import InputError
+
+__all__ = ["COST_MODES", "CostMeter", "PassTotals", "check_backward_ratio", "check_cost_mode"]
 
 COST_MODES = ("measured", "calibrated")
 
 
 def check_cost_mode(cost_mode: object) -> str:
-    """``cost_mode`` if it is one of :data:`COST_MODES`, else a one-line ValueError naming it.
+    """``cost_mode`` if it is one of :data:`COST_MODES`, else a one-line InputError naming it.
 
     Args:
         cost_mode: the value to check.
@@ -47,25 +49,58 @@ def check_cost_mode(cost_mode: object) -> str:
         >>> check_cost_mode("wall")
         Traceback (most recent call last):
         ...
-        ValueError: Invalid cost_mode: 'wall' (expected 'calibrated' or 'measured')
+        eve_search.InputError: Invalid cost_mode: 'wall' (expected 'calibrated' or 'measured')
     """
     if cost_mode not in COST_MODES:
-        raise ValueError(f"Invalid cost_mode: {cost_mode!r} (expected 'calibrated' or 'measured')")
+        raise InputError(f"Invalid cost_mode: {cost_mode!r} (expected 'calibrated' or 'measured')")
     return cost_mode  # type: ignore[return-value]
+
+
+def check_backward_ratio(ratio: object, cost_mode: str = "calibrated", *, required: bool = False) -> float | None:
+    """``ratio`` as a float (None stays None) once it fits ``cost_mode``, else a one-line InputError: the
+    one check of a frozen backward/forward ratio, for every caller (the cost meter, sweep settings, the
+    Optuna driver's options, the paper's protocols).
+
+    Args:
+        ratio: the backward/forward ratio to freeze, or None.
+        cost_mode: ``"calibrated"`` (a ratio is frozen) or ``"measured"`` (none is: ``ratio`` must be None).
+        required: whether a calibrated ratio must be given (the meter charges with it); else None means
+            "measured once per model shape before training".
+
+    Returns:
+        ``float(ratio)``, or None.
+
+    Example:
+        >>> check_backward_ratio(2), check_backward_ratio(None)
+        (2.0, None)
+        >>> check_backward_ratio(0.0)
+        Traceback (most recent call last):
+        ...
+        eve_search.InputError: Invalid backward_ratio: 0.0 (expected a finite number > 0, or None)
+        >>> check_backward_ratio(2.0, "measured")
+        Traceback (most recent call last):
+        ...
+        eve_search.InputError: Invalid backward_ratio: 2.0 (expected None: only the calibrated cost mode takes a frozen ratio)
+    """
+    if ratio is None:
+        if not required or cost_mode == "measured":
+            return None
+        expected = "a finite number > 0: the calibrated cost mode charges each backward pass that many units"
+    elif cost_mode == "measured":
+        expected = "None: only the calibrated cost mode takes a frozen ratio"
+    elif isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (math.isfinite(ratio) and ratio > 0):
+        expected = "a finite number > 0" + ("" if required else ", or None")
+    else:
+        return float(ratio)
+    raise InputError(f"Invalid backward_ratio: {ratio!r} (expected {expected})")
 
 
 def _check_budget(budget: float) -> float:
     if isinstance(budget, bool) or not isinstance(budget, (int, float)):
         raise TypeError(f"Invalid budget: {budget!r} (expected a positive number)")
     if not budget > 0:
-        raise ValueError(f"Invalid budget: {budget} (expected a positive number of evaluation units)")
+        raise InputError(f"Invalid budget: {budget} (expected a positive number of evaluation units)")
     return float(budget)
-
-
-def _check_ratio(ratio: float) -> float:
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not (math.isfinite(ratio) and ratio > 0):
-        raise ValueError(f"Invalid backward_ratio: {ratio!r} (expected a finite number > 0)")
-    return float(ratio)
 
 
 class PassTotals(NamedTuple):
@@ -130,14 +165,11 @@ class CostMeter:
         record_passes: bool = False,
     ) -> None:
         if mode not in COST_MODES:
-            raise ValueError(f"Invalid mode: {mode!r} (expected one of {', '.join(COST_MODES)})")
-        if mode == "calibrated" and backward_ratio is None:
-            raise ValueError("Invalid backward_ratio: None (calibrated mode needs the frozen backward/forward ratio)")
-        if mode == "measured" and backward_ratio is not None:
-            raise ValueError(f"Invalid backward_ratio: {backward_ratio!r} (only calibrated mode takes a frozen ratio)")
+            raise InputError(f"Invalid mode: {mode!r} (expected one of {', '.join(COST_MODES)})")
+        ratio = check_backward_ratio(backward_ratio, mode, required=True)
         self.budget = _check_budget(budget)
         self.mode = mode
-        self.backward_ratio = None if backward_ratio is None else _check_ratio(backward_ratio)
+        self.backward_ratio = ratio
         self.clock = clock
         self.synchronize = synchronize
         self.cost = 0.0
@@ -214,7 +246,7 @@ class CostMeter:
     def charge_forward(self, points: int, seconds: float) -> None:
         """Charge one call that scored ``points`` points in ``seconds``."""
         if points < 1:
-            raise ValueError(f"Invalid points: {points} (a forward call scores at least one point)")
+            raise InputError(f"Invalid points: {points} (a forward call scores at least one point)")
         self.forward_points += points
         self.forward_seconds += seconds
         self.cost += points
@@ -260,7 +292,7 @@ class CostMeter:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["mode"] not in COST_MODES:
-            raise ValueError(f"Invalid mode in state: {state['mode']!r}")
+            raise InputError(f"Invalid mode in state: {state['mode']!r}")
         self.budget = float(state["budget"])
         self.mode = state["mode"]
         self.backward_ratio = state["backward_ratio"]

@@ -25,7 +25,6 @@ Example:
     torch.Size([400, 4])
 """
 
-from eve_search._deprecation import moved
 from eve_search.tasks._registry import get_task, register_task, task_names
 from eve_search.tasks._task import (
     Config,
@@ -35,14 +34,6 @@ from eve_search.tasks._task import (
     classification_metrics,
     cross_entropy_loss,
 )
-
-# The Adult task's functions kept at their 0.2 path for one release (pickled tasks name them).
-from eve_search.tasks.adult import _adult_data, _adult_model, adult_task, architecture_key  # noqa: F401
-from eve_search.tasks.models import hidden_layers  # noqa: F401
-
-# Private names this package re-exported in 0.2, read from their homes with a DeprecationWarning until 0.4.
-__getattr__ = moved(__name__, {"_BUILT_INS": "eve_search.tasks._registry", "_TASKS": "eve_search.tasks._registry",
-                               "MODES": "eve_search.tasks._task"})
 
 __all__ = [
     "Config",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from eve_search._checks import InputError
 from eve_search.tasks._task import Task
 from eve_search.tasks.adult import adult_task
 
@@ -86,7 +87,7 @@ def get_task(name: str) -> Task:
         The :class:`~eve_search.tasks.Task`.
 
     Raises:
-        ValueError: no task has that name (the message lists those that do).
+        InputError: no task has that name (the message lists those that do).
 
     Example:
         >>> task = get_task("adult")
@@ -98,4 +99,4 @@ def get_task(name: str) -> Task:
     try:
         return _TASKS[name]
     except KeyError:
-        raise ValueError(f"Unknown task: {name!r} (expected one of {', '.join(task_names())})") from None
+        raise InputError(f"Unknown task: {name!r} (expected one of {', '.join(task_names())})") from None

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search.data._splits import Splits
 
 __all__ = ["MODES", "Config", "Splits", "Task", "check_batch_size", "classification_metrics", "cross_entropy_loss",
@@ -146,9 +146,9 @@ class Task:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"Invalid name: {self.name!r} (expected letters, digits, '-' or '_')")
+            raise InputError(f"Invalid name: {self.name!r} (expected letters, digits, '-' or '_')")
         if self.mode not in MODES:
-            raise ValueError(f"Invalid mode: {self.mode!r} (expected 'max' or 'min')")
+            raise InputError(f"Invalid mode: {self.mode!r} (expected 'max' or 'min')")
         check_int("batch_size", self.batch_size, 1)
         for name in ("load_data", "build_model", "loss", "metrics", "cost_key"):
             if not callable(getattr(self, name)):
@@ -157,7 +157,7 @@ class Task:
     def data(self, data_dir: str | os.PathLike | None = None) -> Splits:
         """The task's splits from ``data_dir`` (None: its default data), loaded once per process.
 
-        Raises ValueError when the training split has fewer rows than one minibatch (``batch_size``):
+        Raises InputError when the training split has fewer rows than one minibatch (``batch_size``):
         no trial could draw a batch from it.
         """
         key = None if data_dir is None else Path(data_dir).resolve()
@@ -178,18 +178,18 @@ class Task:
 
     def new_model(self, config: Config, data: Splits, generator: torch.Generator) -> nn.Module:
         """``build_model(config, data, generator)``, checked: a builder that returns anything but a
-        ``torch.nn.Module`` (None, say) gets a one-line ValueError naming the task and the builder.
+        ``torch.nn.Module`` (None, say) gets a one-line InputError naming the task and the builder.
 
         Example:
             >>> task = Task("toy", "nothing", load_data=lambda data_dir: None, build_model=lambda c, d, g: None)
             >>> task.new_model({}, None, torch.Generator())  # doctest: +ELLIPSIS
             Traceback (most recent call last):
             ...
-            ValueError: task 'toy': its build_model '<lambda>' (...:1) returned None (expected a torch.nn.Module)
+            eve_search.InputError: task 'toy': its build_model '<lambda>' (...:1) returned None (expected a torch.nn.Module)
         """
         model = self.build_model(config, data, generator)
         if not isinstance(model, nn.Module):
-            raise ValueError(f"task {self.name!r}: its build_model {describe_function(self.build_model)} returned "
+            raise InputError(f"task {self.name!r}: its build_model {describe_function(self.build_model)} returned "
                              f"{_show(model)} (expected a torch.nn.Module)")
         return model
 
@@ -197,7 +197,7 @@ class Task:
         """The task's metrics of ``model`` on a split, without gradients.
 
         ``metrics`` must return a mapping of names to numbers (a float, an int, a one-element tensor or
-        array); anything else gets a one-line ValueError naming the task, its metrics function, the
+        array); anything else gets a one-line InputError naming the task, its metrics function, the
         metric and the value.
         """
         x, y = data.split(split)
@@ -210,7 +210,7 @@ class Task:
         finally:
             model.train(was_training)
         if self.metric not in values:
-            raise ValueError(f"task {self.name!r}: its metrics {describe_function(self.metrics)} returned "
+            raise InputError(f"task {self.name!r}: its metrics {describe_function(self.metrics)} returned "
                              f"{sorted(values)} without its metric {self.metric!r}")
         return values
 
@@ -218,25 +218,25 @@ class Task:
         """The metrics a task's ``metrics`` function returned, as floats (see :meth:`evaluate`)."""
         where = f"task {self.name!r}: its metrics {describe_function(self.metrics)}"
         if not isinstance(returned, Mapping):
-            raise ValueError(f"{where} returned {_show(returned)} (expected a dict of metric names to numbers)")
+            raise InputError(f"{where} returned {_show(returned)} (expected a dict of metric names to numbers)")
         values = {}
         for key, value in returned.items():
             if not isinstance(key, str):
-                raise ValueError(f"{where} returned the metric name {_show(key)} (expected a str)")
+                raise InputError(f"{where} returned the metric name {_show(key)} (expected a str)")
             size = getattr(value, "numel", None) or getattr(value, "size", None)
             count = size() if callable(size) else size
             if isinstance(value, (str, bytes)) or (count is not None and count != 1):
-                raise ValueError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)")
+                raise InputError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)")
             try:
                 values[key] = float(value)
             except (TypeError, ValueError, RuntimeError):
-                raise ValueError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)") from None
+                raise InputError(f"{where} returned {_show(value)} for metric {key!r} (expected one number)") from None
         return values
 
 
 def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *, task: str | None = None,
                      hint: str = "") -> None:
-    """Raise a one-line ValueError when ``data`` has fewer training rows than ``batch_size``.
+    """Raise a one-line InputError when ``data`` has fewer training rows than ``batch_size``.
 
     Args:
         data: the loaded splits.
@@ -252,14 +252,14 @@ def check_batch_size(data: Splits, batch_size: int, source: str | os.PathLike, *
         >>> check_batch_size(data, 4, "toy data", hint="use --batch-size 2")
         Traceback (most recent call last):
         ...
-        ValueError: the data set toy data has only 3 training rows, so batch size 4 cannot be used (every minibatch takes 4 rows): use --batch-size 2
+        eve_search.InputError: the data set toy data has only 3 training rows, so batch size 4 cannot be used (every minibatch takes 4 rows): use --batch-size 2
     """
     rows = int(data.x_train.shape[0])
     if rows >= batch_size:
         return
     where = f"at {source}" if isinstance(source, Path) else str(source)
     prefix = f"task {task!r}: " if task else ""
-    raise ValueError(f"{prefix}the data set {where} has only {rows} training rows, so batch size {batch_size} cannot "
+    raise InputError(f"{prefix}the data set {where} has only {rows} training rows, so batch size {batch_size} cannot "
                      f"be used (every minibatch takes {batch_size} rows): "
                      + (hint or f"give a data set with at least {batch_size} training rows, or use a task with a "
                                 "smaller batch_size"))

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from eve_search.tasks._task import Config, Splits, Task
-from eve_search.tasks.models import hidden_layers
+from eve_search.tasks.models import architecture_key, hidden_layers
 
 __all__ = ["adult_task", "architecture_key"]
 
@@ -24,22 +24,6 @@ def _adult_model(config: Config, data: Splits, generator: torch.Generator) -> nn
 
     classes = int(max(data.y_train.max(), data.y_val.max())) + 1
     return mlp(data.x_train.shape[1], hidden_layers(config), classes, generator=generator)
-
-
-def architecture_key(config: Config) -> str:
-    """``"{width}x{depth}"``: configurations with the same key train the same-shaped MLP.
-
-    Args:
-        config: a configuration with ``width`` and ``depth``.
-
-    Returns:
-        The key (the task's ``cost_key``: one calibrated backward/forward ratio per shape).
-
-    Example:
-        >>> architecture_key({"lr": 1e-3, "width": 64, "depth": 2})
-        '64x2'
-    """
-    return f"{int(config['width'])}x{int(config['depth'])}"
 
 
 def adult_task() -> Task:

@@ -17,7 +17,7 @@ import torch
 
 from eve_search.data._idx import FASHION_MNIST_DIR, IdxError, load_idx_splits
 from eve_search.tasks._task import Config, Splits, Task
-from eve_search.tasks.models import hidden_layers
+from eve_search.tasks.models import architecture_key, hidden_layers
 
 __all__ = ["MLP_CONFIG", "fashion_mnist_task", "mlp_weights", "mnist_task"]
 
@@ -30,7 +30,8 @@ def _classes(data: Splits) -> int:
 def _mlp(config: Config, data: Splits, generator: torch.Generator) -> torch.nn.Module:
     from eve_search.tasks.models import mlp
 
-    return mlp(data.x_train.shape[1], hidden_layers(config), _classes(data), generator=generator)
+    return mlp(data.x_train.shape[1], hidden_layers(config), _classes(data), generator=generator,
+               dropout=float(config.get("dropout", 0.0)))
 
 
 def _fashion_data(data_dir: Path | None) -> Splits:
@@ -44,8 +45,9 @@ def _mnist_data(data_dir: Path | None) -> Splits:
     return load_idx_splits(data_dir)[0]
 
 
-_DESCRIPTION = ("a ReLU MLP of `depth` x `width` (paper: 784-1024-1024-10), batch 256, pixels in [0, 1], "
-                "10% validation split (seed 42), ranked by validation accuracy")
+_DESCRIPTION = ("a ReLU MLP of `depth` x `width` (paper: 784-1024-1024-10; `dropout` after each hidden layer "
+                "when the configuration has it), batch 256, pixels in [0, 1], 10% validation split (seed 42), "
+                "ranked by validation accuracy")
 
 
 def fashion_mnist_task() -> Task:
@@ -60,7 +62,8 @@ def fashion_mnist_task() -> Task:
         ('fashion-mnist', 'accuracy', 256)
     """
     return Task("fashion-mnist", f"Fashion-MNIST (Debian dataset-fashion-mnist): {_DESCRIPTION}",
-                load_data=_fashion_data, build_model=_mlp)
+                load_data=_fashion_data, build_model=_mlp, cost_key=architecture_key,
+                spaces=("fashion-hp", "fashion-arch"))
 
 
 def mnist_task() -> Task:

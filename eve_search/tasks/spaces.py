@@ -5,7 +5,8 @@ draws configurations from a configuration seed with the space's own generator (e
 every training seed sees exactly the same ones); :meth:`SearchSpace.suggest` lets an Optuna sampler
 (TPE, random, QMC...) propose them; :meth:`SearchSpace.distributions` gives the results store real
 Optuna distributions. A configuration is a plain dict with one key per parameter, any keys its task
-needs. The built-in spaces are the paper's UCI Adult spaces (Appendix "UCI Adult"): ``hp`` and ``arch``.
+needs. The built-in spaces are the paper's UCI Adult spaces (Appendix "UCI Adult"), ``hp`` and ``arch``,
+and two Fashion-MNIST spaces in which configurations really differ, ``fashion-hp`` and ``fashion-arch``.
 
 Example:
     >>> from eve_search.tasks.spaces import get_space
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from eve_search._checks import MAX_CONFIGS, WHY_CONFIGS, check_int
+from eve_search._checks import MAX_CONFIGS, WHY_CONFIGS, InputError, check_int
 from eve_search.tasks._task import Config
 from eve_search.tasks.models import hidden_layers
 
@@ -73,10 +74,10 @@ class Float:
 
     def __post_init__(self) -> None:
         if not (_number(self.low) and _number(self.high) and self.low < self.high):
-            raise ValueError(f"Invalid range for {self.name!r}: [{self.low!r}, {self.high!r}] (expected finite "
+            raise InputError(f"Invalid range for {self.name!r}: [{self.low!r}, {self.high!r}] (expected finite "
                              "low < high)")
         if self.log and self.low <= 0:
-            raise ValueError(f"Invalid low for log-scaled {self.name!r}: {self.low!r} (expected > 0)")
+            raise InputError(f"Invalid low for log-scaled {self.name!r}: {self.low!r} (expected > 0)")
 
     def draw(self, generator: torch.Generator) -> float:
         u = torch.rand((), generator=generator, dtype=torch.float64).item()
@@ -121,10 +122,10 @@ class Int:
     def __post_init__(self) -> None:
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (self.low, self.high)) or \
                 self.low > self.high:
-            raise ValueError(f"Invalid range for {self.name!r}: [{self.low!r}, {self.high!r}] (expected ints, "
+            raise InputError(f"Invalid range for {self.name!r}: [{self.low!r}, {self.high!r}] (expected ints, "
                              "low <= high)")
         if self.log and self.low < 1:
-            raise ValueError(f"Invalid low for log-scaled {self.name!r}: {self.low!r} (expected >= 1)")
+            raise InputError(f"Invalid low for log-scaled {self.name!r}: {self.low!r} (expected >= 1)")
 
     def draw(self, generator: torch.Generator) -> int:
         if self.log:
@@ -165,7 +166,7 @@ class Categorical:
     def __post_init__(self) -> None:
         object.__setattr__(self, "choices", tuple(self.choices))
         if not self.choices:
-            raise ValueError(f"Invalid choices for {self.name!r}: () (expected at least one)")
+            raise InputError(f"Invalid choices for {self.name!r}: () (expected at least one)")
 
     def draw(self, generator: torch.Generator) -> Any:
         return self.choices[int(torch.randint(len(self.choices), (), generator=generator))]
@@ -244,12 +245,12 @@ class SearchSpace:
     def __post_init__(self) -> None:
         object.__setattr__(self, "parameters", tuple(self.parameters))
         if not self.parameters:
-            raise ValueError(f"Invalid parameters for space {self.name!r}: () (expected at least one)")
+            raise InputError(f"Invalid parameters for space {self.name!r}: () (expected at least one)")
         if not all(isinstance(p, (Float, Int, Categorical, Fixed)) for p in self.parameters):
             raise TypeError(f"Invalid parameters for space {self.name!r}: expected Float, Int, Categorical or Fixed")
         names = [p.name for p in self.parameters]
         if len(set(names)) != len(names):
-            raise ValueError(f"Invalid parameters for space {self.name!r}: names repeat ({names})")
+            raise InputError(f"Invalid parameters for space {self.name!r}: names repeat ({names})")
         if not self.description:
             object.__setattr__(self, "description", "; ".join(p.describe() for p in self.parameters))
 
@@ -259,10 +260,10 @@ class SearchSpace:
 
     def sample(self, count: int = 48, seed: int = 0) -> list[Config]:
         """``count`` configurations from configuration seed ``seed`` (the same every time); ``count`` is at
-        most :data:`~eve_search._checks.MAX_CONFIGS` (ValueError before anything is drawn)."""
+        most :data:`~eve_search._checks.MAX_CONFIGS` (InputError before anything is drawn)."""
         check_int("count", count, 1)
         if count > MAX_CONFIGS:
-            raise ValueError(f"Invalid count: {count!r} (expected at most {MAX_CONFIGS:,} configurations: "
+            raise InputError(f"Invalid count: {count!r} (expected at most {MAX_CONFIGS:,} configurations: "
                              f"{WHY_CONFIGS})")
         check_int("seed", seed, 0)
         generator = torch.Generator().manual_seed(seed)
@@ -323,7 +324,7 @@ def get_space(name: str) -> SearchSpace:
         The :class:`SearchSpace`.
 
     Raises:
-        ValueError: no space has that name (the message lists those that do).
+        InputError: no space has that name (the message lists those that do).
 
     Example:
         >>> get_space("arch").name
@@ -332,7 +333,7 @@ def get_space(name: str) -> SearchSpace:
     try:
         return _SPACES[name]
     except KeyError:
-        raise ValueError(f"Unknown space: {name!r} (expected one of {', '.join(space_names())})") from None
+        raise InputError(f"Unknown space: {name!r} (expected one of {', '.join(space_names())})") from None
 
 
 def _declare(name: str, parameters: Sequence[Parameter], description: str) -> None:
@@ -347,3 +348,14 @@ _declare("hp", [Float("lr", 1e-4, 1e-2, log=True), Float("weight_decay", 1e-6, 1
 _declare("arch", [Categorical("width", (64, 128, 256, 512)), Categorical("depth", (1, 2)),
                   Float("lr", 1e-4, 1e-2, log=True), Fixed("weight_decay", 5e-4)],
          "width {64,128,256,512} x depth {1,2}; lr log-uniform [1e-4, 1e-2]; weight decay 5e-4")
+
+
+# Two Fashion-MNIST spaces (task "fashion-mnist"), made so that the choice of configuration matters:
+# the learning rate spans five decades, so its worst values train to chance accuracy and its best to
+# the high 80s (searches/README.md, "Fashion-MNIST", measures how much they discriminate).
+_declare("fashion-hp", [Float("lr", 1e-5, 1.0, log=True), Float("weight_decay", 1e-6, 1e-1, log=True),
+                        Float("dropout", 0.0, 0.8), Fixed("width", 256), Fixed("depth", 2)],
+         "MLP 2x256; lr log-uniform [1e-5, 1]; weight decay log-uniform [1e-6, 0.1]; dropout uniform [0, 0.8]")
+_declare("fashion-arch", [Categorical("width", (32, 64, 128, 256, 512)), Categorical("depth", (1, 2, 3)),
+                          Float("lr", 1e-5, 1.0, log=True), Fixed("weight_decay", 0.0)],
+         "width {32,64,128,256,512} x depth {1,2,3}; lr log-uniform [1e-5, 1]; no weight decay")

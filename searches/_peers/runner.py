@@ -211,7 +211,7 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     import optuna
     from optuna.trial import TrialState, create_trial
 
-    from eve_search.integrations import _optuna_driver
+    from eve_search.engine import _stores
     from eve_search.integrations.optuna import run_sha, worker_storage
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -221,7 +221,7 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
     cohorts = max(1, round(ctx.multiplier))
     history: list[Any] = []
     best: tuple[float, dict[str, Any]] | None = None
-    write = _optuna_driver.record_results
+    write = _stores.record_results
     now = {"cohort": 0, "logged": 0}
 
     def logged(storage_: Any, results: list[tuple[int, int, dict[str, Any]]], **options: Any) -> None:
@@ -242,13 +242,13 @@ def run_sha_tpe(ctx: Context) -> tuple[dict[str, Any], str]:
             study.add_trial(create_trial(params=old.params, distributions=old.distributions, value=old.value,
                                          state=old.state, intermediate_values=old.intermediate_values))
         now.update(cohort=cohort, logged=0)
-        _optuna_driver.record_results = logged
+        _stores.record_results = logged
         try:
             run_sha(study, task=p.task, space=ctx.space, n_trials=p.configs, storage=storage,
                     checkpoint_dir=ctx.scratch / f"ckpt-{cohort}", optimizer="eve", seed=ctx.seed, rungs=p.rungs,
                     backward_ratio=p.backward_ratio)
         finally:
-            _optuna_driver.record_results = write
+            _stores.record_results = write
         stored = sum(len(t.intermediate_values) for t in study.get_trials(deepcopy=False)
                      if "config_index" in t.user_attrs)
         if now["logged"] != stored:

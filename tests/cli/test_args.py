@@ -188,15 +188,6 @@ def test_huge_integers_are_compared_not_converted(text, monkeypatch):
     assert converted and max(converted) < 64  # a few digits at most were ever converted: never the huge text
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the warnings: tests/cli/test_init.py
-def test_old_cli_names_resolve_to_the_argument_types():
-    from eve_search import cli
-
-    assert cli.seed_list("0-2,5") == [0, 1, 2, 5]
-    assert cli._positive_int("3") == 3 and cli.non_negative_int("0") == 0 and cli._positive_float("0.5") == 0.5
-    assert cli._rung_list("1,2") == (1, 2) and cli._fraction("0.5") == 0.5
-
-
 def test_jobs_within_the_limits_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(_argtypes, "available_cpus", lambda: 1)
     out = tmp_path / "out.json"
@@ -378,15 +369,15 @@ def test_a_plugin_error_in_rank_and_audit_is_one_line(shadowed, capsys):
 
 
 def test_every_command_defaults_to_the_store_of_its_work_directory(tmp_path, monkeypatch):
-    from eve_search.cli._common import _default_storage
+    from eve_search.cli._common import default_storage
     from eve_search.cli._main import _build_parser
 
     monkeypatch.chdir(tmp_path)
     parser = _build_parser()
-    store = _default_storage(parser.parse_args(["adult", "--space", "hp", "--workdir", "runs"]))
+    store = default_storage(parser.parse_args(["adult", "--space", "hp", "--workdir", "runs"]))
     assert store == _argtypes.default_storage_url("runs") == f"sqlite:///{tmp_path / 'runs' / 'results.db'}"
-    assert _default_storage(parser.parse_args(["dashboard"])) == _argtypes.default_storage_url() \
+    assert default_storage(parser.parse_args(["dashboard"])) == _argtypes.default_storage_url() \
         == f"sqlite:///{tmp_path / _argtypes.DEFAULT_WORKDIR / 'results.db'}"
     given = "sqlite:///elsewhere.db"
-    assert _default_storage(parser.parse_args(["dashboard", "--storage", given])) == given
-    assert _default_storage(parser.parse_args(["bench", "matmul"])) is None  # no store
+    assert default_storage(parser.parse_args(["dashboard", "--storage", given])) == given
+    assert default_storage(parser.parse_args(["bench", "matmul"])) is None  # no store

@@ -49,7 +49,7 @@ def dump(path: Path) -> list[str]:
 
 @functools.lru_cache(maxsize=2)
 def _read_once(directory):
-    from eve_search.data._idx import load_idx_splits
+    from eve_search.data import load_idx_splits
 
     return load_idx_splits(directory)
 

@@ -480,10 +480,11 @@ def test_the_ray_scheduler_inherits_the_bound():
 @EXAMPLES
 @given(count=st.one_of(st.integers(100_001, 10**30), st.just(10**9)))
 def test_sampling_is_capped_in_the_library(count):
-    from eve_search._checks import MAX_CONFIGS
+    from eve_search import InputError
+    from eve_search.cli.args import MAX_CONFIGS
 
     with deadline(60):
-        with pytest.raises(ValueError, match=f"at most {MAX_CONFIGS:,} configurations"):
+        with pytest.raises(InputError, match=f"at most {MAX_CONFIGS:,} configurations"):
             spaces.get_space("hp").sample(count, 0)
 
 

@@ -108,34 +108,95 @@ def test_help_and_a_mistyped_command_load_no_command_and_no_pytorch(args, code):
              "print(code, loaded, file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", probe], check=False, capture_output=True, text=True)
     last = done.stderr.strip().splitlines()[-1]
-    wanted = ["eve_search.cli.commands.dashboard"] if args[:1] == ["dashboard"] else []
+    # The picked command's module (adult's and rank's arguments are declared by the sweep command's).
+    picked = {"dashboard": ["dashboard"], "sweep": ["sweep"], "rank": ["rank", "sweep"], "adult": ["adult", "sweep"]}
+    wanted = sorted(f"eve_search.cli.commands.{name}" for name in picked.get(args[0] if args else "", []))
     assert last == f"{code} {wanted}", done.stderr
     if code == 2:  # one line, then the probe's
         assert len(done.stderr.strip().splitlines()) == 2
 
 
 def test_a_picked_command_gets_its_arguments_and_each_command_only_once():
-    from eve_search.cli import _main
+    from eve_search.cli import UsageError, _main
 
     parser = _main._build_parser()
     args = parser.parse_args(["bench", "sweep", "--configs", "3"])
     assert (args.command, args.bench, args.configs) == ("bench", "sweep", 3)
     again = parser.parse_args(["bench", "sweep", "--configs", "4"])  # configured once, parsed again
     assert again.configs == 4
-    with pytest.raises(_main.UsageError, match="unrecognized arguments: --configs"):
+    with pytest.raises(UsageError, match="unrecognized arguments: --configs"):
         parser.parse_args(["bench", "matmul", "--configs", "4"])  # another kind: its own arguments only
 
 
 def test_the_main_jobs_help_names_the_registered_search_spaces():
     done = run_cli("adult", "--help")
     assert done.returncode == 0 and done.stderr == ""
-    assert "search space (arch, hp, or one a --plugin registers)" in " ".join(done.stdout.split())
+    shown = " ".join(done.stdout.split())
+    assert "search space (arch, fashion-arch, fashion-hp, hp, or one a --plugin registers)" in shown
 
 
-def test_the_errors_that_end_a_command_with_one_line_are_caught_as_value_errors():
-    # main() catches ValueError (and a missing extra) without importing these errors' modules.
-    from eve_search.data import AdultDataError
+def test_the_errors_that_end_a_command_with_one_line_are_input_errors():
+    # main() catches InputError (and a missing extra) without importing these errors' modules.
+    from eve_search import InputError
+    from eve_search.cli._common import OutputError
+    from eve_search.cli._outputs import OutputClash
+    from eve_search.data import AdultDataError, IdxError
     from eve_search.engine.checkpoint import CheckpointError
-    from eve_search.engine.store import StoreError
+    from eve_search.engine.pool import PoolError
+    from eve_search.tasks.lora import InstructionDataError, LoraModelError
 
-    assert all(issubclass(error, ValueError) for error in (AdultDataError, CheckpointError, StoreError))
+    errors = (AdultDataError, IdxError, InstructionDataError, CheckpointError, PoolError, LoraModelError,
+              OutputError, OutputClash)
+    assert all(issubclass(error, InputError) for error in errors) and issubclass(InputError, ValueError)
+
+
+TINY = ["sweep", "--task", "tiny", "--configs", "3", "--rungs", "30,90", "--backward-ratio", "2", "--quiet"]
+
+
+def test_bad_input_found_during_training_is_one_line_and_exit_code_2(tmp_path, capsys, monkeypatch):
+    from eve_search import InputError
+    from eve_search.engine.trial import Trial
+
+    def refused(self, budget):
+        raise InputError(f"Invalid budget: {budget} (expected what the test wants)\nsecond line")
+
+    monkeypatch.setattr(Trial, "train_to", refused)
+    assert main([*TINY, "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == "eve-search sweep: Invalid budget: 30 (expected what the test wants)\n"
+
+
+def test_a_value_error_inside_training_is_a_bug_shown_with_its_traceback_and_exit_code_1(tmp_path, capsys,
+                                                                                          monkeypatch):
+    from eve_search.engine.trial import Trial
+
+    def broken(self, budget):
+        raise ValueError("a bug inside training")
+
+    monkeypatch.setattr(Trial, "train_to", broken)
+    assert main([*TINY, "--workdir", str(tmp_path)]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert "ValueError: a bug inside training" in lines and any("in broken" in line for line in lines)
+    assert lines[-1] == ("eve-search sweep: stopped by an unexpected ValueError, a bug in eve-search: please report "
+                         "it with the traceback above and the command you ran (everything recorded so far is kept)")
+
+
+def test_any_other_exception_is_a_bug_report_too_and_the_console_script_exits_1(tmp_path, monkeypatch, capsys):
+    from eve_search.cli import console
+    from eve_search.engine.trial import Trial
+
+    def broken(self, budget):
+        raise KeyError("no such slot")
+
+    monkeypatch.setattr(Trial, "train_to", broken)
+    monkeypatch.setattr(sys, "argv", ["eve-search", *TINY, "--workdir", str(tmp_path)])
+    try:
+        assert console() == 1
+    finally:
+        import gc
+
+        gc.unfreeze()
+    err = capsys.readouterr().err
+    assert "KeyError: 'no such slot'" in err and err.strip().splitlines()[-1].startswith(
+        "eve-search sweep: stopped by an unexpected KeyError, a bug in eve-search: please report it")

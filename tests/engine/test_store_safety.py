@@ -282,8 +282,9 @@ def test_an_error_after_results_were_recorded_leaves_them_in_the_main_file(tmp_p
         raise ValueError("Invalid score: the task's metric broke")
 
     monkeypatch.setattr(SweepStore, "complete", broken)
-    assert main([*TINY, "--workdir", str(tmp_path)]) == 2
-    assert "Invalid score" in one_line(capsys)
+    assert main([*TINY, "--workdir", str(tmp_path)]) == 1  # not bad input: a bug, with its traceback
+    err = capsys.readouterr().err
+    assert "ValueError: Invalid score" in err and "a bug in eve-search: please report it" in err.splitlines()[-1]
     counts = main_file_counts(tmp_path / "results.db", tmp_path / "copy")
     assert counts["trial_intermediate_values"] == 4 and counts["finished"] == 2
 

@@ -162,3 +162,33 @@ def test_two_recordings_from_both_ends_join_into_the_pool_one_recording_makes(ti
                           checkpoint_dir=tmp_path / "other", budgets=RUNGS, configs=5, backward_ratio=2.0)
     with pytest.raises(ValueError, match="not the same audit"):
         pool_from_audit(forward, "adam", also=[other])
+
+
+@pytest.fixture(scope="module")
+def fashion_pool(tmp_path_factory):
+    """Five configurations of the Fashion-MNIST hp space (dropout included) at a tiny budget."""
+    pytest.importorskip("eve_search.tasks.mnist")
+    from eve_search.data._idx import FASHION_MNIST_DIR
+
+    if not FASHION_MNIST_DIR.exists():
+        pytest.skip("the Debian package dataset-fashion-mnist is not installed")
+    folder = tmp_path_factory.mktemp("fashion-pool")
+    pool = record_pool("fashion-mnist", "fashion-hp", ["adam", "eve"], configs=5, budgets=(12, 36), backward_ratio=2.0,
+                       storage=f"sqlite:///{folder}/runs.db", checkpoint_dir=folder / "checkpoints")
+    return pool, folder
+
+
+@pytest.mark.parametrize("trainer", ["adam", "eve"])
+def test_a_replayed_fashion_mnist_pool_decides_as_the_real_engine_with_dropout_resumed(fashion_pool, tmp_path,
+                                                                                       trainer):
+    pool, folder = fashion_pool
+    assert all("dropout" in config for config in pool.configs)
+    prepared = prepare_audit("fashion-mnist", "fashion-hp", [trainer], [0], storage=f"sqlite:///{folder}/runs.db",
+                             checkpoint_dir=folder / "checkpoints", budgets=(12, 36), configs=5, backward_ratio=2.0)
+    engine = SynchronousSuccessiveHalving(5, prepared[(trainer, 0)].make_trial, Store(tmp_path), rungs=(12, 36))
+    real = [(r.budget, tuple(r.promoted), dict(r.scores)) for r in engine.run()]
+    simulated = simulate_pool(pool, trainer, workers=2, configs=5)
+    assert [((12, 36)[d.rung], tuple(d.promoted)) for _, d in simulated.decisions] == [r[:2] for r in real]
+    for budget, _, scores in real:  # a promoted trial resumed from its checkpoint scores as the one trajectory did
+        assert all(pool.score(trainer, index, (12, 36).index(budget)) == score for index, score in scores.items())
+    assert simulated.winner == engine.winner()

@@ -279,14 +279,14 @@ def test_through_optunas_own_calls_one_worker_still_equals_the_local_engine(tmp_
     """The calls a storage other than SQLite or PostgreSQL gets (a claim, a result, a rung's endings, one
     Optuna call each) give the same sweep as the transactions that replace them."""
     import eve_search.engine._stores as stores
-    import eve_search.integrations._optuna_driver as driver
+    from eve_search.integrations._optuna_driver import _backend, _worker
 
     settings = _settings("tiny-workers", 12)
     local = prepare_sweep(settings, storage=f"sqlite:///{tmp_path / 'local.db'}", checkpoint_dir=tmp_path / "a").run()
-    monkeypatch.setattr(driver, "claim_at_once", lambda *args, **kwargs: None)
-    monkeypatch.setattr(driver, "end_waiting_at_once", lambda *args, **kwargs: None)
-    monkeypatch.setattr(driver, "requeue_at_once", lambda *args, **kwargs: False)
-    monkeypatch.setattr(stores, "record_results_at_once", lambda *args, **kwargs: False)
+    monkeypatch.setattr(_worker, "claim_at_once", lambda *args, **kwargs: None)
+    monkeypatch.setattr(_worker, "end_waiting_at_once", lambda *args, **kwargs: None)
+    monkeypatch.setattr(_backend, "requeue_at_once", lambda *args, **kwargs: False)
+    monkeypatch.setattr(stores, "_fast_path", None)  # every other write through Optuna's public calls
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     result = run_sweep_on_optuna(prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "b"), workers=1,
                                  heartbeat_interval=1)
@@ -412,9 +412,10 @@ def test_run_sha_takes_sha_options_and_the_same_settings_as_keywords(tmp_path):
     again = run_sha(study, TINY_WORKERS_TASK, 4, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
                     rungs=(10, 30), fraction=0.5, backward_ratio=2.0, poll_interval=0.05)
     assert again.trained == again.pruned == again.completed == 0
-    # A keyword overrides the object's field.
-    with pytest.raises(ValueError, match=r"other settings \(fraction differ\)"):
-        run_sha(study, TINY_WORKERS_TASK, 4, space="tiny", storage=storage, checkpoint_dir=tmp_path / "ck",
+    # An options object or its fields as keywords, not both: one line, before the study is touched.
+    with pytest.raises(ValueError, match=r"^Invalid options: ShaOptions\(.*\) together with the keywords fraction "
+                                         r"\(expected options= or its fields as keywords, not both\)$"):
+        run_sha(None, TINY_WORKERS_TASK, 4, space="tiny", storage=None, checkpoint_dir=tmp_path / "ck",
                 options=options, fraction=1.0)
 
 
@@ -428,7 +429,7 @@ def test_run_sha_takes_sha_options_and_the_same_settings_as_keywords(tmp_path):
         ({"cost_mode": "wall"}, "Invalid cost_mode: 'wall' (expected 'calibrated' or 'measured')"),
         ({"backward_ratio": 0.0}, "Invalid backward_ratio: 0.0 (expected a finite number > 0, or None)"),
         ({"cost_mode": "measured", "backward_ratio": 2.0},
-         "Invalid backward_ratio: 2.0 (only the calibrated cost mode takes one; expected None)"),
+         "Invalid backward_ratio: 2.0 (expected None: only the calibrated cost mode takes a frozen ratio)"),
         ({"data_dir": 3}, "Invalid data_dir: 3 (expected a path or None)"),
         ({"poll_interval": 0}, "Invalid poll_interval: 0 (expected a finite number of seconds > 0)"),
         ({"cohort_size": 0}, "Invalid cohort_size: 0 (expected an int >= 1 of configurations, or None)"),
@@ -525,19 +526,22 @@ def test_a_stream_of_cohorts_gives_the_same_decisions_and_winner_for_one_two_and
 
 
 def _count_writes(monkeypatch):
-    import eve_search.integrations._optuna_driver as driver
+    from eve_search.integrations._optuna_driver import _worker
 
     writes = []
-    save = driver.save_atomically
-    monkeypatch.setattr(driver, "save_atomically", lambda data, path: (writes.append(path.name), save(data, path)))
+    save = _worker.save_atomically
+    monkeypatch.setattr(_worker, "save_atomically", lambda data, path: (writes.append(path.name), save(data, path)))
     return writes
 
 
 def _keeping(monkeypatch, keep_bytes):
+    import dataclasses
+
     from eve_search.integrations._optuna_driver import ShaWorker
 
     original = ShaWorker.__init__
-    monkeypatch.setattr(ShaWorker, "__init__", lambda self, *a, **k: original(self, *a, **{**k, "keep_bytes": keep_bytes}))
+    monkeypatch.setattr(ShaWorker, "__init__", lambda self, study, storage, settings, **k: original(
+        self, study, storage, dataclasses.replace(settings, keep_bytes=keep_bytes), **k))
 
 
 @pytest.mark.parametrize(("keep_bytes", "writes"), [(None, 4 + 2 + 2), (0, 12 + 4 + 2)])
@@ -581,3 +585,29 @@ def test_an_interrupted_worker_writes_what_it_kept_and_the_sweep_resumes_exactly
                                   workers=1, heartbeat_interval=1)
     assert _comparable(resumed) == _comparable(local)
     assert len(written) == 2 + 2  # continued from the four checkpoints, nothing replayed
+
+
+@pytest.mark.parametrize(("value", "mode"), [(0.0, "calibrated"), (2.0, "measured"), (float("nan"), "calibrated")])
+def test_every_caller_checks_a_backward_ratio_with_one_message(value, mode):
+    from eve_search.engine.sweep import SweepSettings
+    from eve_search.experiments.protocol import ProtocolSettings
+    from eve_search.optim.budget import check_backward_ratio
+
+    with pytest.raises(ValueError, match=r"^Invalid backward_ratio: ") as expected:
+        check_backward_ratio(value, mode)
+    for build in (lambda: SweepSettings(space="tiny", optimizer="eve", cost_mode=mode, backward_ratio=value),
+                  lambda: ShaOptions(cost_mode=mode, backward_ratio=value),
+                  lambda: ProtocolSettings("tiny", optimizers=("eve",), cost_mode=mode, backward_ratio=value)):
+        with pytest.raises(ValueError) as error:
+            build()
+        assert str(error.value) == str(expected.value)
+
+
+def test_sha_options_are_built_on_a_sweeps_settings():
+    from eve_search.engine.sweep import SweepSettings
+
+    settings = SweepSettings(space="tiny", optimizer="adam", seed=3, rungs=(10, 30), fraction=0.5, backward_ratio=2.0,
+                             cohort_size=4)
+    options = ShaOptions(**settings.search_fields(), poll_interval=0.05)
+    assert (options.optimizer, options.seed, options.rungs, options.fraction, options.backward_ratio,
+            options.cohort_size, options.poll_interval) == ("adam", 3, (10, 30), 0.5, 2.0, 4, 0.05)

@@ -643,23 +643,23 @@ def test_optuna_vocabulary_derives_the_rungs():
         SynchronousSHAPruner(workers=0)
 
 
-def test_a_study_with_several_objectives_is_refused_by_the_pruner_as_it_is_built(tmp_path):
-    # Optuna never asks a pruner in a multi-objective study (trial.report raises first): the pruner refuses
-    # the study when Optuna builds it, in one line, before any trial; optimize_in_cohorts refuses it too.
+def test_a_study_with_several_objectives_is_refused_before_any_trial_or_by_optunas_own_report(tmp_path):
+    # Optuna never asks a pruner in a multi-objective study: trial.report raises first (Optuna's own
+    # NotImplementedError). optimize_in_cohorts refuses such a study in one line, before any trial.
     refusal = r"^Invalid study: 2 objectives \(SynchronousSHAPruner ranks one score: expected optuna.create_study\(" \
               r"direction=\.\.\.\)"
-    with pytest.raises(ValueError, match=refusal) as error:
-        optuna.create_study(directions=["maximize", "minimize"], pruner=SynchronousSHAPruner(cohort_size=3))
-    assert "\n" not in str(error.value)
     url = f"sqlite:///{tmp_path / 'two.db'}"
     optuna.create_study(study_name="two", storage=url, directions=["maximize", "minimize"])
-    with pytest.raises(ValueError, match=refusal):
-        optuna.load_study(study_name="two", storage=url, pruner=SynchronousSHAPruner(cohort_size=3))
-    two = optuna.create_study(directions=["maximize", "minimize"])
-    two.pruner = SynchronousSHAPruner(cohort_size=3)  # set afterwards: optimize_in_cohorts still refuses it
+    loaded = optuna.load_study(study_name="two", storage=url, pruner=SynchronousSHAPruner(cohort_size=3))
+    with pytest.raises(ValueError, match=refusal) as error:
+        optimize_in_cohorts(loaded, make_objective(), 3)
+    assert "\n" not in str(error.value) and loaded.trials == []
+    two = optuna.create_study(directions=["maximize", "minimize"], pruner=SynchronousSHAPruner(cohort_size=3))
     with pytest.raises(ValueError, match=refusal):
         optimize_in_cohorts(two, make_objective(), 3)
     assert two.trials == []
+    with pytest.raises(NotImplementedError, match="Trial.report is not supported for multi-objective"):
+        two.optimize(make_objective(), n_trials=1)
 
 
 def test_steps_that_never_reach_the_first_rung_warn_once():

@@ -19,6 +19,7 @@ import ray
 from ray import tune
 from ray.tune.execution import class_cache
 
+from eve_search import InputError
 from eve_search.integrations._ray_sweep import _tune_settings
 from eve_search.integrations.ray import (
     STATE_FILE,
@@ -130,15 +131,15 @@ def test_nine_trials_three_rungs_pause_and_resume(uninterrupted):
 
 
 def test_bad_arguments_name_the_argument():
-    with pytest.raises(ValueError, match=r"Invalid rungs: 300, 100"):
+    with pytest.raises(InputError, match=r"Invalid rungs: 300, 100"):
         SynchronousSHAScheduler(rungs=(300, 100))
-    with pytest.raises(ValueError, match=r"Invalid fraction: 0 "):
+    with pytest.raises(InputError, match=r"Invalid fraction: 0 "):
         SynchronousSHAScheduler(fraction=0)
-    with pytest.raises(ValueError, match=r"Invalid fraction: 1.5"):
+    with pytest.raises(InputError, match=r"Invalid fraction: 1.5"):
         SynchronousSHAScheduler(fraction=1.5)
-    with pytest.raises(ValueError, match=r"Invalid mode: 'best'"):
+    with pytest.raises(InputError, match=r"Invalid mode: 'best'"):
         SynchronousSHAScheduler(mode="best")
-    with pytest.raises(ValueError, match=r"Invalid time_attr: ''"):
+    with pytest.raises(InputError, match=r"Invalid time_attr: ''"):
         SynchronousSHAScheduler(time_attr="")
 
 
@@ -315,7 +316,7 @@ def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_ot
 
 def test_test_metrics_takes_true_false_or_best():
     trainable = EveTrainable.__new__(EveTrainable)
-    with pytest.raises(ValueError, match=r"Invalid test_metrics: 'always' \(expected True, False or 'best'\)"):
+    with pytest.raises(InputError, match=r"Invalid test_metrics: 'always' \(expected True, False or 'best'\)"):
         trainable.setup(CONFIGS[0], task=RAY_TINY, test_metrics="always")
 
 
@@ -359,6 +360,29 @@ def test_a_trainable_trains_on_the_threads_ray_gave_it_even_when_torch_came_firs
             monkeypatch.setenv("OMP_NUM_THREADS", unset)
             _follow_ray_threads()
             assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_an_actor_given_two_cpus_on_a_busy_machine_trains_on_the_threads_the_others_leave_free(monkeypatch):
+    """The rule of the eve-search command (eve_search._openmp.intra_op_threads) holds in a Ray actor too:
+    one thread per CPU other processes leave free, within the CPUs Ray gave it, at least one; and
+    EVE_SEARCH_THREADS=torch keeps Ray's count whatever the load."""
+    import torch
+
+    from eve_search.integrations._ray import _trainable
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(_trainable, "available_cpus", lambda: 2)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.delenv("EVE_SEARCH_THREADS", raising=False)
+    try:
+        for load, threads in ((0.2, 2), (3.3, 1)):  # quiet: Ray's two; busy: one
+            monkeypatch.setattr(_trainable, "cpus_taken_now", lambda load=load: load)
+            torch.set_num_threads(4)
+            assert _trainable._follow_ray_threads() == threads and torch.get_num_threads() == threads
+        monkeypatch.setenv("EVE_SEARCH_THREADS", "torch")
+        assert _trainable._follow_ray_threads() == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 
@@ -483,8 +507,6 @@ def test_the_scheduler_never_leaves_a_temporary_file_in_the_folder_tune_copies_t
     writes its temporary file beside that folder, so the folder only ever holds the whole state file."""
     from ray.tune.experiment import Trial as TuneTrial
 
-    from eve_search.integrations import _ray as ray_module
-
     staging = tmp_path / "experiment" / "driver_artifacts"
     staging.mkdir(parents=True)
     seen = []
@@ -494,7 +516,7 @@ def test_the_scheduler_never_leaves_a_temporary_file_in_the_folder_tune_copies_t
         seen.append((Path(source).parent, sorted(p.name for p in staging.iterdir())))
         replace(source, target)
 
-    monkeypatch.setattr(ray_module.os, "replace", watched_replace)
+    monkeypatch.setattr(os, "replace", watched_replace)
     scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
     trials = []
     for name in "abc":
@@ -541,3 +563,166 @@ def test_a_state_saved_before_the_cohorts_ran_as_a_stream_is_restored(tmp_path):
     assert [ledger.members for ledger in scheduler.ledgers] == [["a", "b", "c"], ["d", "e"]]
     state = scheduler._state()
     assert state["early"] == {"d": 0.5} and state["closed"] == [True, False]
+
+
+class _Searcher:
+    """A search algorithm that has proposed its trials and is not finished (it may propose more)."""
+
+    def __init__(self):
+        self.finished = False
+
+    def is_finished(self):
+        return self.finished
+
+
+class _Controller(_FakeController):
+    """A controller that pauses a trial at once (Tune saves its checkpoint first) and stops it at once."""
+
+    def __init__(self, trials):
+        super().__init__(trials)
+        self.search_alg = _Searcher()
+
+    def pause_trial(self, trial, should_checkpoint=True):
+        trial.status = "PAUSED"
+
+    def stop_trial(self, trial):
+        trial.status = "TERMINATED"
+
+
+def _three_trials(tmp_path, scores):
+    """A scheduler with three trials, of which the first ``len(scores)`` report their first rung with
+    these scores; the others still train."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    staging = tmp_path / "experiment" / "driver_artifacts"
+    staging.mkdir(parents=True, exist_ok=True)
+    scheduler = SynchronousSHAScheduler(time_attr="eval_cost", rungs=(10, 30), metric="accuracy", mode="max")
+    trials = []
+    controller = _Controller(trials)
+    for name in "abc":
+        trial = _FakeTrial(name, TuneTrial.RUNNING)
+        trial.storage = type("Storage", (), {"experiment_driver_staging_path": str(staging)})()
+        trial.config, trial.last_result, trial.experiment_tag = {}, None, f"tag_{name}"
+        trials.append(trial)
+        scheduler.on_trial_add(controller, trial)
+    actions = [scheduler.on_trial_result(controller, trial, {"eval_cost": 10.0, "accuracy": score,
+                                                             "training_iteration": 1})
+               for score, trial in zip(scores, trials)]
+    return scheduler, controller, trials, actions, staging
+
+
+def _report_the_last(scheduler, controller, trials):
+    """The third trial reports its first rung: every trial now waits, paused (as Tune does on PAUSE)."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    action = scheduler.on_trial_result(controller, trials[2], {"eval_cost": 10.0, "accuracy": 0.25,
+                                                               "training_iteration": 1})
+    assert action == "PAUSE"
+    trials[2].status = TuneTrial.PAUSED
+    assert {t.status for t in trials} == {TuneTrial.PAUSED}
+
+
+def _everything(scheduler, trials, staging):
+    """What choose_trial_to_run could change: the trials' statuses, the scheduler's state (its saved
+    state, its working sets, its guard's clock) and the state file."""
+    saved = staging / STATE_FILE
+    return ({t.trial_id: t.status for t in trials}, json.dumps(scheduler._state(), sort_keys=True),
+            [sorted(s) for s in (scheduler._idle, scheduler._paused, scheduler._pausing, scheduler._served,
+                                 scheduler._handing, scheduler._stopping)],
+            list(scheduler._queue), scheduler._version, scheduler._last_event,
+            saved.read_text() if saved.exists() else None)
+
+
+def test_choose_trial_to_run_changes_nothing_when_asked_again(tmp_path):
+    """Ray documents choose_trial_to_run as idempotent: asked twice in a row, it returns the same trial
+    and changes no trial and no state in between. It changes nothing at all unless a cohort closes
+    without a callback (the search algorithm proposes no trial while every trial waits): that cut is
+    recorded once, changes no trial's status (the winner is a paused trial Tune then resumes), and the
+    loser is stopped at the next callback."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    scheduler, controller, trials, actions, staging = _three_trials(tmp_path, (0.5, 0.75))
+    assert actions == ["NOOP", "NOOP"]  # "a" and "b" wait on their actors while "c" trains
+    before = _everything(scheduler, trials, staging)
+    assert scheduler.choose_trial_to_run(controller) is None
+    assert _everything(scheduler, trials, staging) == before  # nothing due: nothing changed at all
+    assert scheduler.choose_trial_to_run(controller) is None
+    assert _everything(scheduler, trials, staging) == before
+
+    _report_the_last(scheduler, controller, trials)
+    before = _everything(scheduler, trials, staging)
+    with pytest.warns(SynchronousSHAWarning, match="cohort 0 is decided with 3 trials: no new trial could start"):
+        chosen = scheduler.choose_trial_to_run(controller)  # the cut, recorded
+    assert chosen is trials[1] and [(d.promoted, d.stopped) for d in scheduler.decisions()] == [(["b"], ["a", "c"])]
+    after = _everything(scheduler, trials, staging)
+    assert after[0] == before[0]  # no trial's status changed
+    assert after[1:] != before[1:] and load_scheduler_state(staging)["partial"] != []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert scheduler.choose_trial_to_run(controller) is chosen  # asked again: the same trial
+    assert _everything(scheduler, trials, staging) == after  # and nothing changed in between
+
+    trials[1].status = TuneTrial.RUNNING  # Tune resumes the winner; its next result stops the losers
+    assert scheduler.on_trial_result(controller, trials[1], {"eval_cost": 30.0, "accuracy": 0.8,
+                                                             "training_iteration": 2}) == "STOP"
+    assert [t.status for t in trials] == [TuneTrial.TERMINATED, TuneTrial.RUNNING, TuneTrial.TERMINATED]
+
+
+def test_choose_trial_to_run_records_the_end_of_the_search_once(tmp_path):
+    """The other event without a callback: the search algorithm is finished. The open cohort ends with
+    the trials it has, once; asking again changes nothing."""
+    from ray.tune.experiment import Trial as TuneTrial
+
+    scheduler, controller, trials, _, staging = _three_trials(tmp_path, (0.5, 0.75))
+    _report_the_last(scheduler, controller, trials)
+    controller.search_alg.finished = True
+    chosen = scheduler.choose_trial_to_run(controller)
+    assert chosen is trials[1] and {t.status for t in trials} == {TuneTrial.PAUSED}
+    after = _everything(scheduler, trials, staging)
+    assert scheduler.choose_trial_to_run(controller) is chosen
+    assert _everything(scheduler, trials, staging) == after
+    assert scheduler.partial_cohorts() == []  # the whole search, as meant
+
+
+def test_a_ratio_calibrated_on_noisy_timings_in_an_actor_is_said_as_the_local_engine_says_it(capsys):
+    """EveTrainable measures a trial's backward/forward ratio in its actor when the sweep gives none: a
+    ratio frozen from noisy timings is said in the local engine's line (calibration_note), on the actor's
+    stderr, which Ray shows on the driver's terminal."""
+    from eve_search.engine.sweep import calibration_note
+
+    trainable = EveTrainable.__new__(EveTrainable)
+    trainable._task = RAY_TINY
+    trainable._tell_calibration(CONFIGS[0], 2.0, {"ratio": 2.0, "reliable": True, "estimates": [2.0, 2.01]})
+    assert capsys.readouterr().err == ""
+    noisy = {"ratio": 2.31, "reliable": False, "estimates": [1.8, 2.31, 3.1], "spread": 0.41}
+    trainable._tell_calibration(CONFIGS[0], 2.31, noisy)
+    note = calibration_note(RAY_TINY.cost_key(CONFIGS[0]), 2.31, noisy)
+    assert trainable.calibration_note == note and "froze backward/forward ratio 2.31 from noisy timings" in note
+    assert capsys.readouterr().err == f"eve-search: {note}\n"
+
+
+def test_every_internal_of_tune_is_read_in_the_compatibility_module_only():
+    """The scheduler needs a few private parts of Ray Tune; they live in _ray/_compat.py alone, which checks
+    the Ray version at import: outside the declared range it refuses, on an untested one it warns."""
+    import re
+
+    from packaging.version import Version
+
+    from eve_search.integrations._ray._compat import TESTED_RAY, check_ray_version, supported_ray
+
+    internals = re.compile(r"_set_trial_status|_schedule_trial_train|_started_actors|_live_trials|_limit_concurrency|"
+                           r"_pending_trials|_resetting_trials|_actor_cache|_trial_to_actor|_actor_manager|"
+                           r"_tune_controller|_supports_buffered_results")
+    package = ROOT / "eve_search"
+    found = sorted(str(path.relative_to(package)) for path in package.rglob("*.py")
+                   if internals.search(path.read_text()))
+    assert found == ["integrations/_ray/_compat.py"]
+    assert check_ray_version(f"{TESTED_RAY[-1]}.0") is None
+    with pytest.raises(ImportError, match=r"supports ray\[tune\].* \(tested: 2\.60\); this is Ray 1\.13\.0"):
+        check_ray_version("1.13.0")
+    if Version("2.99.0") in supported_ray():
+        with pytest.warns(RuntimeWarning, match=r"tested on Ray 2\.60 only.*pin ray\[tune\]==2\.60\.\*"):
+            assert "that Ray 2.99.0 may have changed" in check_ray_version("2.99.0")
+    else:
+        with pytest.raises(ImportError, match="this is Ray 2.99.0"):
+            check_ray_version("2.99.0")

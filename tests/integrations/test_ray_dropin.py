@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from ray import tune
 from ray.tune.search import ConcurrencyLimiter
 
+from eve_search import InputError
 from eve_search.integrations.ray import PAPER_RUNGS, SynchronousSHAScheduler, SynchronousSHAWarning
 from tests.integrations.ray_dropin_trainables import (
     LazySearcher,
@@ -152,7 +153,7 @@ def test_asha_vocabulary_derives_the_rungs():
     ({"fraction": 1}, r"Invalid fraction: 1\.0 \(rungs from grace_period and max_t need a reduction_factor"),
 ])
 def test_bad_arguments_name_the_argument(kwargs, message):
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputError, match=message):
         SynchronousSHAScheduler(**kwargs)
 
 
@@ -170,10 +171,10 @@ def test_derived_rungs_start_at_grace_period_end_at_max_t_and_grow_geometrically
 
 
 def test_no_cohort_for_an_endless_search_or_no_metric_fails_at_setup(local_ray, tmp_path):
-    with pytest.raises(ValueError, match=r"Invalid cohort_size: None \(num_samples=-1 is an endless search"):
+    with pytest.raises(InputError, match=r"Invalid cohort_size: None \(num_samples=-1 is an endless search"):
         fit(tmp_path, objective_with_checkpoint, SynchronousSHAScheduler(max_t=3),
             {"quality": tune.uniform(0, 1), "steps": 3}, metric="score", mode="max", num_samples=-1, time_budget_s=30)
-    with pytest.raises(ValueError, match=r"Invalid metric: None \(expected SynchronousSHAScheduler\(metric=\.\.\.\)"):
+    with pytest.raises(InputError, match=r"Invalid metric: None \(expected SynchronousSHAScheduler\(metric=\.\.\.\)"):
         fit(tmp_path, objective_with_checkpoint, SynchronousSHAScheduler(max_t=3), grid_space())
     assert not list(tmp_path.glob("run/objective_*"))  # no trial was started
 
@@ -454,13 +455,13 @@ def test_a_slow_searcher_and_late_reports_close_no_cohort_early(local_ray, tmp_p
 def test_the_last_guard_raises_rather_than_hangs(local_ray, tmp_path, monkeypatch):
     """A scheduler that loses the event that cuts a cohort (three trials wait at their first rung and
     the searcher proposes none until they end) would wait forever: the guard ends the run."""
-    from eve_search.integrations import _ray as ray_module
+    from eve_search.integrations._ray import _closing
 
     class LostEvent(SynchronousSHAScheduler):
         def _cut_if_nothing_comes(self, tune_controller):
             return False
 
-    monkeypatch.setattr(ray_module, "GUARD_SECONDS", 3.0)  # (60 s in a real run)
+    monkeypatch.setattr(_closing, "GUARD_SECONDS", 3.0)  # (60 s in a real run)
     with pytest.raises(Exception, match=r"SynchronousSHAScheduler cannot go on: for 3 s no trial trained or "
                                         r"started while trials .* waited"):
         fit(tmp_path, objective_with_checkpoint, LostEvent(max_t=3), {}, metric="score", mode="max", num_samples=20,

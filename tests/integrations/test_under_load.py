@@ -107,11 +107,12 @@ def quiet_local(tmp_path_factory):
 
 def test_the_optuna_driver_equals_the_local_engine_and_loses_no_live_trial_on_a_busy_machine_with_a_slow_store(
         quiet_local, busy_machine, latency, tmp_path):
-    from eve_search.integrations import _optuna_driver
+    from eve_search.engine import _stores
+    from eve_search.integrations._optuna_driver import _worker
 
     # This process is worker 0: its claims and its results are written slowly (the spawned worker's are not).
-    claims = latency(_optuna_driver, "claim_at_once", 0.1)
-    results = latency(_optuna_driver, "record_results", 0.3)
+    claims = latency(_worker, "claim_at_once", 0.1)
+    results = latency(_stores, "record_results", 0.3)
     settings = _driver_settings()
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
     sweep = prepare_sweep(settings, storage=url, checkpoint_dir=tmp_path / "checkpoints")

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from eve_search.tasks.models import mlp
+from eve_search.tasks.models import SeededDropout, mlp
 
 
 def _drawn_the_documented_way(widths, seed):
@@ -64,3 +64,44 @@ def test_its_layers_are_ordinary_linear_modules():
 def test_bad_widths_are_named(widths):
     with pytest.raises(ValueError, match="Invalid layer widths"):
         mlp(widths[0], [], widths[-1], generator=torch.Generator())
+
+
+def test_dropout_keeps_the_weights_of_the_same_network_without_it_and_the_global_rng():
+    before = torch.get_rng_state()
+    plain = mlp(784, [64, 64], 10, generator=torch.Generator().manual_seed(3))
+    dropped = mlp(784, [64, 64], 10, generator=torch.Generator().manual_seed(3), dropout=0.3)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert [type(m).__name__ for m in dropped] == ["Linear", "ReLU", "SeededDropout", "Linear", "ReLU",
+                                                   "SeededDropout", "Linear"]
+    for a, b in zip(plain.parameters(), dropped.parameters()):
+        assert torch.equal(a, b)
+    seeds = [int(m.seed) for m in dropped if isinstance(m, SeededDropout)]
+    assert len(set(seeds)) == 2
+
+
+def test_a_dropout_network_restored_from_its_state_dict_draws_the_masks_an_uninterrupted_one_draws():
+    x = torch.randn(32, 20)
+    net = mlp(20, [16, 16], 3, generator=torch.Generator().manual_seed(0), dropout=0.5)
+    net(x), net(x)
+    resumed = mlp(20, [16, 16], 3, generator=torch.Generator().manual_seed(99), dropout=0.5)
+    resumed.load_state_dict(copy.deepcopy(net.state_dict()))
+    for _ in range(3):
+        assert torch.equal(net(x), resumed(x))
+    torch.manual_seed(123)  # the global RNG plays no part
+    assert torch.equal(net(x), resumed(x))
+    assert torch.equal(net.eval()(x), resumed.eval()(x))
+
+
+def test_dropout_scales_kept_units_and_is_the_identity_when_evaluating():
+    layer = SeededDropout(0.25, seed=5)
+    out = layer(torch.ones(400, 50))
+    assert set(out.unique().tolist()) <= {0.0, torch.tensor(1 / 0.75).item()}
+    assert abs((out == 0).float().mean().item() - 0.25) < 0.02
+    with torch.inference_mode():
+        assert torch.equal(layer.eval()(torch.ones(3, 3)), torch.ones(3, 3))
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, float("nan"), True, "0.5"])
+def test_dropout_refuses_a_probability_outside_0_1(p):
+    with pytest.raises(ValueError, match=r"Invalid dropout: .* \(expected a probability in \[0, 1\)\)"):
+        mlp(4, [4], 2, generator=torch.Generator(), dropout=p) if p is not True else SeededDropout(p, 0)

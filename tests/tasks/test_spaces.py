@@ -52,6 +52,20 @@ def test_arch_space_ranges():
     assert {c["weight_decay"] for c in configs} == {5e-4}
 
 
+def test_the_fashion_mnist_spaces_span_bad_and_good_configurations():
+    from eve_search.tasks import get_task
+
+    assert get_task("fashion-mnist").spaces == ("fashion-hp", "fashion-arch")
+    hp = get_space("fashion-hp").sample(256, seed=0)
+    assert all(1e-5 <= c["lr"] <= 1.0 and 1e-6 <= c["weight_decay"] <= 0.1 and 0.0 <= c["dropout"] <= 0.8
+               for c in hp)
+    assert {(c["width"], c["depth"]) for c in hp} == {(256, 2)}
+    assert min(c["lr"] for c in hp) < 3e-5 and max(c["lr"] for c in hp) > 0.3  # five decades, both ends drawn
+    arch = get_space("fashion-arch").sample(256, seed=0)
+    assert {(c["width"], c["depth"]) for c in arch} == {(w, d) for w in (32, 64, 128, 256, 512) for d in (1, 2, 3)}
+    assert {c["weight_decay"] for c in arch} == {0.0}
+
+
 def test_hidden_layers():
     assert hidden_layers({"width": 128, "depth": 2}) == [128, 128]
 

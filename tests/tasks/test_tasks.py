@@ -68,17 +68,3 @@ def test_bad_tasks_are_named(kwargs, message, tiny_splits):
         get_task("zzz")
     with pytest.raises(ValueError, match="Invalid split: 'train2'"):
         tiny_splits.split("train2")
-
-
-@pytest.mark.parametrize(("name", "home"), [("_TASKS", "_registry"), ("_BUILT_INS", "_registry"), ("MODES", "_task")])
-def test_the_private_names_of_0_2_still_read_from_the_package_with_a_warning_naming_their_home(name, home):
-    import importlib
-
-    from eve_search import tasks
-
-    with pytest.warns(DeprecationWarning, match=rf"eve_search\.tasks\.{name} is deprecated .* import "
-                                                rf"eve_search\.tasks\.{home}\.{name} instead"):
-        value = getattr(tasks, name)
-    assert value is getattr(importlib.import_module(f"eve_search.tasks.{home}"), name)
-    with pytest.raises(AttributeError, match="no attribute 'NOT_A_NAME'"):
-        tasks.NOT_A_NAME  # noqa: B018

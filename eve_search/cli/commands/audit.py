@@ -8,10 +8,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from eve_search.cli._plugins import reported
+import eve_search.cli.args as types
 from eve_search.analysis.audit import DEFAULT_BUDGETS, KEEP_RATE, REGRET_THRESHOLD
+from eve_search.cli._common import (
+    check_frozen_ratio,
+    check_output_path,
+    registered_task,
+    storage_url,
+    task_spaces,
+    use_fast_store_writes,
+    write_json,
+)
+from eve_search.cli._plugins import reported
+from eve_search.cli.args import UsageError
 from eve_search.experiments.audit._core import audit_report, prepare_audit, run_audit
-from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -40,8 +50,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.dataset, args.configs, args.truth, args.budgets
         ('adult', 12, ['adam'], (30, 100, 300, 900, 2700, 3000))
     """
-    import eve_search.cli.args as types
-
     datasets = parser.add_subparsers(dest="dataset", required=True, parser_class=type(parser))
     adult = datasets.add_parser(
         "adult", help="how much compute a trustworthy ranking costs, per trainer, on UCI Adult (or --task TASK)",
@@ -195,35 +203,25 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["adult", "--configs", "12", "--seeds", "0-1"]))  # doctest: +SKIP
         0
     """
-    from eve_search.cli._common import _import_plugins, _storage_url, check_output_path
-    from eve_search.cli.args import UsageError
     from eve_search.engine._stores import safe_url
-    from eve_search.tasks import get_task, task_names
 
     command = "audit adult"
     if len(args.truth) != 1:
         raise UsageError(f"eve-search {command}: argument --truth: expected one reference trainer (got "
                          f"{','.join(args.truth)})")
-    if args.cost_mode == "measured" and args.backward_ratio is not None:
-        raise UsageError(f"eve-search {command}: argument --backward-ratio: only the calibrated cost mode takes a "
-                         "frozen ratio (got --cost-mode measured)")
+    check_frozen_ratio(args, command)
     if len(args.budgets) < 2:
         raise UsageError(f"eve-search {command}: argument --budgets: {','.join(map(str, args.budgets))} (expected "
                          "at least one cheaper budget before the full one)")
-    _import_plugins(args)
-    if args.task not in task_names():
-        raise UsageError(f"eve-search {command}: argument --task: {args.task!r} is not a registered task (expected "
-                         f"one of {', '.join(task_names())}, or register it in a --plugin module)")
-    task = get_task(args.task)
-    spaces = args.space or list(task.spaces)
-    if not spaces:
-        raise UsageError(f"eve-search {command}: argument --space: task {args.task!r} names no default space")
+    task = registered_task(args, command)
+    spaces = task_spaces(args, task, command)
     check_output_path(args.json, "--json", command)
-    storage = _storage_url(args)
+    storage = storage_url(args)
     truth = args.truth[0]
     trainers = list(dict.fromkeys([*args.proxies, truth]))
     started = time.perf_counter()
     # Every store and setting is checked for every space before the first run trains.
+    use_fast_store_writes()
     prepared = {space: prepare_audit(task, space, trainers, args.seeds, storage=storage,
                                      checkpoint_dir=args.workdir / "checkpoints", budgets=args.budgets,
                                      configs=args.configs, cost_mode=args.cost_mode,

@@ -6,10 +6,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 from typing import Any
+
 import torch
 
+import eve_search.cli.args as types
 from eve_search.benchmarks import matmul as _bench
 from eve_search.cli._common import write_json
+from eve_search.cli.args import UsageError
 
 __all__ = ["configure_parser", "run"]
 
@@ -28,9 +31,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.threads, args.seconds
         ([1, 2], 0.1)
     """
-    import eve_search.cli.args as types
-
-
     parser.description = _bench.__doc__.split("\n\n")[0].replace("``", "")
     parser.add_argument("--threads", type=types.threads, nargs="+", default=None, metavar="N",
                         help=f"PyTorch thread counts to measure (default: 1 and the CPUs available; each at most "
@@ -61,11 +61,7 @@ def run(args: argparse.Namespace) -> int:
     """
     from eve_search._openmp import available_cpus as _available_cpus
 
-
     if args.threads is not None and len(args.threads) > 16:
-        from eve_search.cli.args import UsageError
-
-
         raise UsageError(f"eve-search bench matmul: argument --threads: {len(args.threads)} thread counts is more "
                          "than 16 (each measures every shape and path again)")
     threads = args.threads or sorted({1, _available_cpus()})

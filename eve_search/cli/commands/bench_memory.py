@@ -8,8 +8,10 @@ from pathlib import Path
 
 import torch
 
+import eve_search.cli.args as types
 from eve_search.benchmarks import memory as _bench
 from eve_search.cli._common import write_json
+from eve_search.cli.args import UsageError
 
 __all__ = ["configure_parser", "run"]
 
@@ -28,9 +30,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.model, args.optimizer, args.iterations, args.device
         ('all', ['eve', 'adam'], 20, 'cpu')
     """
-    import eve_search.cli.args as types
-
-
     parser.description = (
         "Peak memory of EvE and Adam over 200 training iterations, each in a fresh process, beside the theoretical "
         "count (paper: 13x vs 4x the weights; 2.95x measured on a GPU): tensor bytes held by the training state "
@@ -73,10 +72,6 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
     from rich.table import Table
-
-
-    from eve_search.cli.args import UsageError
-
 
     if args.device == "cuda" and not torch.cuda.is_available():
         raise UsageError("eve-search bench memory: argument --device: cuda, but no CUDA device is available")

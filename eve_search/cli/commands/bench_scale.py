@@ -8,37 +8,36 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import eve_search.cli.args as types
+from eve_search.cli._common import check_output_path, write_json
+from eve_search.cli.args import UsageError
+
 __all__ = ["configure_parser", "run"]
 
 
 def _worker_list(text: str) -> list[int]:
-    from eve_search.cli.args import bounded_int, shown
-
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts or len(parts) > 16:
-        raise argparse.ArgumentTypeError(f"{shown(text)}: expected 1 to 16 comma-separated worker counts")
-    values = [bounded_int(1, 4096, "simulated workers")(part) for part in parts]
+        raise argparse.ArgumentTypeError(f"{types.shown(text)}: expected 1 to 16 comma-separated worker counts")
+    values = [types.bounded_int(1, 4096, "simulated workers")(part) for part in parts]
     if len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"{shown(text)} names a count twice")
+        raise argparse.ArgumentTypeError(f"{types.shown(text)} names a count twice")
     return values
 
 
 def _methods(text: str) -> list[str]:
     from eve_search.benchmarks.scale import METHODS
-    from eve_search.cli.args import name_list
 
-    return name_list(text, list(METHODS), "method")
+    return types.name_list(text, list(METHODS), "method")
 
 
 def _jitter(text: str) -> float:
-    from eve_search.cli.args import shown
-
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not 0 <= value <= 10:
-        raise argparse.ArgumentTypeError(f"{shown(text)}: expected a number in [0, 10]")
+        raise argparse.ArgumentTypeError(f"{types.shown(text)}: expected a number in [0, 10]")
     return value
 
 
@@ -57,7 +56,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         ([1, 16], 48, 10, 'adam')
     """
     from eve_search.benchmarks import scale
-    from eve_search.cli import args as types
 
     parser.description = scale.__doc__.split("\n\n", 1)[0].replace("\n", " ")
     parser.add_argument("--pool", type=Path, required=True, metavar="PATH",
@@ -106,8 +104,6 @@ def run(args: argparse.Namespace) -> int:
         0
     """
     from eve_search.benchmarks.scale import METHODS, format_scale_table, scale_table
-    from eve_search.cli._common import check_output_path, write_json
-    from eve_search.cli.args import UsageError
     from eve_search.engine.pool import PoolError, load_pool
 
     check_output_path(args.json, "--json", "bench scale")

@@ -10,33 +10,28 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+import eve_search.cli.args as types
 from eve_search.benchmarks import sweep as _bench
 from eve_search.cli._common import write_json
+from eve_search.cli.args import UsageError
 
 __all__ = ["configure_parser", "run"]
 
 
 def _hogs_count(text: str) -> int:
-    import eve_search.cli.args as types
-
-
     cpus = types.available_cpus()
     return types.bounded_int(0, types.JOBS_PER_CPU * cpus, f"{types.JOBS_PER_CPU} x the {cpus} CPUs this process may "
                              "use: more only slows every measurement further")(text)
 
 
 def _variants(text: str) -> list[str]:
-    from eve_search.cli.args import name_list
-
-    return name_list(text, _bench.VARIANTS, "variant")
+    return types.name_list(text, _bench.VARIANTS, "variant")
 
 
 def _source(text: str) -> Path:
-    from eve_search.cli.args import shown
-
     folder = Path(text)
     if not (folder / "eve_search" / "__init__.py").is_file():
-        raise argparse.ArgumentTypeError(f"{shown(text)} holds no eve_search package (expected a checkout's root)")
+        raise argparse.ArgumentTypeError(f"{types.shown(text)} holds no eve_search package (expected a checkout's root)")
     return folder.resolve()
 
 
@@ -54,9 +49,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.space, args.configs, args.rounds, args.optimizers
         ('hp', 8, 1, ['eve', 'adam'])
     """
-    import eve_search.cli.args as types
-
-
     parser.description = _bench.__doc__.split("\n\n", 1)[1].replace("\n", " ")
     parser.add_argument("--space", type=types.adult_space, default="hp", help="Adult search space (default hp)")
     parser.add_argument("--optimizers", type=types.optimizer_list, default=["eve", "adam"], metavar="NAMES",
@@ -112,14 +104,11 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["--configs", "8", "--rounds", "1"]))  # doctest: +SKIP
         0
     """
-    from eve_search.cli.args import check_processes
-    from eve_search.cli.args import UsageError
-
     if args.overhead:
         return _run_overhead(args)
 
     # Everything the sweeps' own command would refuse is refused here, before any process starts.
-    problem = check_processes(args.jobs, "--jobs", configs=args.configs, force=args.force_jobs)
+    problem = types.check_processes(args.jobs, "--jobs", configs=args.configs, force=args.force_jobs)
     if problem is not None:
         raise UsageError(f"eve-search bench sweep: {problem}")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in args.optimizers}

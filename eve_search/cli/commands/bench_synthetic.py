@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import eve_search.cli.args as types
+from eve_search.cli._common import storage_url, write_json
+from eve_search.cli.args import UsageError
 from eve_search.engine._stores import redact, safe_url
 from eve_search.engine.store import StoreError
 from eve_search.experiments.synthetic._functions import function_names
@@ -23,7 +26,6 @@ from eve_search.experiments.synthetic._suite import (
     run_key,
     run_suite,
 )
-from eve_search.cli._common import write_json
 
 __all__ = ["configure_parser", "run"]
 
@@ -31,9 +33,7 @@ _PROG = "eve-search bench synthetic"
 
 
 def _function_list(text: str) -> list[str]:
-    from eve_search.cli.args import name_list
-
-    names = name_list(text, list(function_names()), "function", normalize=lambda part: part.strip().lower())
+    names = types.name_list(text, list(function_names()), "function", normalize=lambda part: part.strip().lower())
     return [name for name in function_names() if name in names]
 
 
@@ -51,8 +51,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.functions, args.dims, args.seeds, args.budget
         (['sphere'], [2, 10], [0, 1, 2, 3, 4], 2000.0)
     """
-    import eve_search.cli.args as types
-
     parser.add_argument("--functions", type=_function_list, default=function_names(), metavar="NAMES",
                         help=f"comma-separated test functions (default: all of {','.join(function_names())})")
     parser.add_argument("--dims", type=types.dim_list, default=list(DEFAULT_DIMS), metavar="N,N,...",
@@ -75,8 +73,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _usage(argument: str, message: str) -> Exception:
-    from eve_search.cli.args import UsageError
-
     return UsageError(f"{_PROG}: argument {argument}: {message}")
 
 
@@ -233,15 +229,13 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["--functions", "sphere", "--dims", "2"]))  # doctest: +SKIP
         0
     """
-    from eve_search.cli._common import _storage_url
-
     if not 0.0 < args.alpha < 1.0:
         raise _usage("--alpha", f"{args.alpha!r} (expected a family-wise level in (0, 1))")
     if args.json is not None and args.json.is_dir():
         raise _usage("--json", f"{str(args.json)!r} is a directory (expected a file path)")
     started = time.perf_counter()
     try:
-        store = SuiteStore(_storage_url(args), args.budget, args.clock)
+        store = SuiteStore(storage_url(args), args.budget, args.clock)
     except StoreError as error:
         raise _usage("--storage", redact(str(error))) from None
     progress = _Progress(enabled=not args.quiet and not args.report_only)

@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from eve_search.cli._common import JSON_SCHEMA_VERSION, _default_storage
-from eve_search.cli.args import DEFAULT_WORKDIR, add_store_options
+from eve_search.cli._common import JSON_SCHEMA_VERSION, OutputError, check_outputs, default_storage, write_output
+from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, add_store_options
 
 __all__ = ["DEFAULT_STORAGE", "configure_parser", "run"]
 
@@ -70,8 +70,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 
 def _writable(path: Path, argument: str) -> Path:
-    from eve_search.cli.args import UsageError
-
     if path.is_dir():
         raise UsageError(f"eve-search dashboard: argument {argument}: {str(path)!r} is a directory (expected a file "
                          "path)")
@@ -79,9 +77,6 @@ def _writable(path: Path, argument: str) -> Path:
 
 
 def _write(path: Path, text: str, argument: str) -> None:
-    from eve_search.cli._common import OutputError, write_output
-    from eve_search.cli.args import UsageError
-
     try:
         write_output(path, text, argument, kept="; the store is unchanged")
     except OutputError as error:
@@ -111,15 +106,12 @@ def run(args: argparse.Namespace) -> int:
         >>> (folder / "page.html").read_text().startswith("<!DOCTYPE html>")
         True
     """
-    from eve_search.cli.args import UsageError
     from eve_search.dashboard._data import dashboard_data
     from eve_search.dashboard._render import render_page
 
     if not args.serve and args.port != 8050:
         raise UsageError(f"eve-search dashboard: argument --port: {args.port} only applies with --serve")
-    from eve_search.cli._common import check_outputs
-
-    storage = _default_storage(args)
+    storage = default_storage(args)
     out = _writable(args.out, "--out") if args.out else (None if args.serve else Path("report.html"))
     if args.json:
         _writable(args.json, "--json")

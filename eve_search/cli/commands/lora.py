@@ -17,9 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import eve_search.cli.args as types
+from eve_search.cli._common import check_frozen_ratio, check_weight_decay, storage_url, write_json
+from eve_search.cli.args import UsageError, add_protocol_arguments
 from eve_search.cli.commands._protocol import print_protocol_table
 from eve_search.paper import PAPER_LORA
-from eve_search.cli._common import write_json
 
 __all__ = ["PAPER_LORA", "configure_parser", "run"]
 
@@ -38,9 +40,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.rank, args.seeds, args.budget, args.model
         (4, [0], 300, None)
     """
-    import eve_search.cli.args as types
-    from eve_search.cli.args import add_protocol_arguments
-
     parser.description = (
         "The paper's LoRA protocol (Appendix 'LoRA/Alpaca'): LoRA adapters on the query, value and output "
         "projections and the MLP of a frozen causal language model, loss on response tokens only, batch 2, "
@@ -173,8 +172,6 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from eve_search._imports import MissingExtraError
-    from eve_search.cli._common import _storage_url
-    from eve_search.cli.args import UsageError
     from eve_search.data._instructions import InstructionDataError
     from eve_search.tasks.lora._model import LoraModelError
     from eve_search.tasks.lora._task import LoraSettings, lora_task
@@ -182,11 +179,8 @@ def run(args: argparse.Namespace) -> int:
     from eve_search.tasks import register_task
 
     prog = "eve-search lora"
-    if args.cost_mode == "measured" and args.backward_ratio is not None:
-        raise UsageError(f"{prog}: argument --backward-ratio: only the calibrated cost mode takes a frozen ratio "
-                         "(got --cost-mode measured)")
-    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
-        raise UsageError(f"{prog}: argument --weight-decay: {args.weight_decay!r} (expected a number >= 0)")
+    check_frozen_ratio(args, "lora")
+    check_weight_decay(args, "lora")
     if args.model is not None and not args.model.is_dir():
         raise UsageError(f"{prog}: argument --model: {str(args.model)!r} is not a directory (expected a local "
                          "model saved with save_pretrained, with its tokenizer)")
@@ -202,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
                          "adapts)")
     # The store before the model loads: a store in memory or a read-only one is one line now (the
     # work directory is created here).
-    storage = _storage_url(args)
+    storage = storage_url(args)
     settings = LoraSettings(args.model, args.data, rank=args.rank, alpha=args.alpha, max_length=args.max_length)
     name = _task_name(settings)
     task = lora_task(settings, name=name)

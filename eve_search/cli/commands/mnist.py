@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import eve_search.cli.args as types
+from eve_search.cli._common import check_frozen_ratio, check_weight_decay, storage_url, write_json
+from eve_search.cli.args import MAX_MLP_PARAMETERS, UsageError, add_protocol_arguments
 from eve_search.cli.commands._protocol import print_protocol_table
-from eve_search.cli.args import MAX_MLP_PARAMETERS
 from eve_search.data._idx import FASHION_MNIST_DIR, VALIDATION_FRACTION, IdxError, load_idx_splits
 from eve_search.paper import PAPER_MNIST
 from eve_search.tasks import Splits, check_batch_size, get_task
 from eve_search.tasks.mnist import MLP_CONFIG, mlp_weights
-from eve_search.cli._common import write_json
 
 __all__ = ["PAPER_MNIST", "configure_parser", "mlp_weights", "run"]
 
@@ -38,9 +39,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
         >>> args.budget, args.eval_every, args.width, args.depth
         (500, 250, 64, 2)
     """
-    import eve_search.cli.args as types
-    from eve_search.cli.args import add_protocol_arguments
-
     parser.description = (
         "The paper's MLP/MNIST protocol (784-1024-1024-10 MLP, batch 256, budget 3000 units, weight decay 5e-4, "
         "learning rates 1e-4..1e-2, 5 seeds, EvE and eight baselines) on MNIST-format data: Fashion-MNIST from "
@@ -66,8 +64,6 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
 
 def _dataset(args: argparse.Namespace) -> tuple[str, str, Splits]:
     """(task name, dataset label, splits) from --data-dir / --dataset-name."""
-    from eve_search.cli.args import UsageError
-
     directory = args.data_dir if args.data_dir is not None else FASHION_MNIST_DIR
     if args.data_dir is None and not directory.is_dir():
         raise UsageError(f"eve-search mnist: Fashion-MNIST is not installed at {directory} (install the Debian "
@@ -178,15 +174,10 @@ def run(args: argparse.Namespace) -> int:
         >>> run(parser.parse_args(["--subset", "1000", "--seeds", "0"]))  # doctest: +SKIP
         0
     """
-    from eve_search.cli._common import _storage_url
-    from eve_search.cli.args import UsageError
     from eve_search.experiments.protocol import ProtocolSettings, run_protocol, summarize
 
-    if args.cost_mode == "measured" and args.backward_ratio is not None:
-        raise UsageError("eve-search mnist: argument --backward-ratio: only the calibrated cost mode takes a "
-                         "frozen ratio (got --cost-mode measured)")
-    if not (math.isfinite(args.weight_decay) and args.weight_decay >= 0):
-        raise UsageError(f"eve-search mnist: argument --weight-decay: {args.weight_decay!r} (expected a number >= 0)")
+    check_frozen_ratio(args, "mnist")
+    check_weight_decay(args, "mnist")
     weights = mlp_weights(args.width, args.depth)
     if weights > MAX_MLP_PARAMETERS:
         raise UsageError(f"eve-search mnist: argument --width: {args.width} with --depth {args.depth} is an MLP of "
@@ -195,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
                          "state)")
     # The store before the data loads: a store in memory or a read-only one is one line now (the
     # work directory is created here).
-    storage = _storage_url(args)
+    storage = storage_url(args)
     try:
         task, label, splits = _dataset(args)
     except IdxError as error:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 
 __all__ = ["FUNCTIONS", "TestFunction", "function_names", "objective"]
 
@@ -187,7 +187,7 @@ def objective(name: str, n: int, *, dtype: torch.dtype = torch.float32,
         The objective, a function of an (r, n) tensor returning r values.
 
     Raises:
-        ValueError: an unknown ``name``, or ``n`` below the function's smallest dimension.
+        InputError: an unknown ``name``, or ``n`` below the function's smallest dimension.
 
     Example:
         >>> import torch
@@ -195,7 +195,7 @@ def objective(name: str, n: int, *, dtype: torch.dtype = torch.float32,
         tensor([0., 0., 0.])
     """
     if name not in FUNCTIONS:
-        raise ValueError(f"Invalid function: {name!r} (expected one of {', '.join(FUNCTIONS)})")
+        raise InputError(f"Invalid function: {name!r} (expected one of {', '.join(FUNCTIONS)})")
     spec = FUNCTIONS[name]
     check_int("n", n, spec.min_dim, detail=f" for {name}")
     return spec.build(n, dtype, None if device is None else torch.device(device))

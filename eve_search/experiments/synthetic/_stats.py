@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from eve_search._checks import InputError
+
 __all__ = [
     "PAPER_WIN_TIE_LOSS",
     "CellStatistics",
@@ -96,9 +98,9 @@ def paired_differences(eve: Sequence[float], adam: Sequence[float]) -> np.ndarra
     finite one (all such differences tie in size), keeping its sign."""
     a, b = np.asarray(eve, dtype=np.float64), np.asarray(adam, dtype=np.float64)
     if a.shape != b.shape:
-        raise ValueError(f"Invalid pairs: {a.size} EvE values against {b.size} Adam values")
+        raise InputError(f"Invalid pairs: {a.size} EvE values against {b.size} Adam values")
     if np.isnan(a).any() or np.isnan(b).any():
-        raise ValueError("Invalid values: NaN (record a run that failed numerically as +inf)")
+        raise InputError("Invalid values: NaN (record a run that failed numerically as +inf)")
     with np.errstate(invalid="ignore"):
         d = np.where(a == b, 0.0, a - b)
     infinite = np.isinf(d)
@@ -215,7 +217,7 @@ def analyse(cells: Mapping[tuple[str, int], Mapping[int, tuple[float, float]]],
         One :class:`CellStatistics` per cell, in the order given.
 
     Raises:
-        ValueError: ``alpha`` is outside (0, 1), a cell is empty, or a value is NaN.
+        InputError: ``alpha`` is outside (0, 1), a cell is empty, or a value is NaN.
 
     Example:
         >>> eve = [0.1, 0.2, 0.15, 0.12, 0.11, 0.3, 0.05, 0.2]
@@ -226,11 +228,11 @@ def analyse(cells: Mapping[tuple[str, int], Mapping[int, tuple[float, float]]],
         [('sphere', 'win'), ('ackley', 'loss')]
     """
     if not 0.0 < alpha < 1.0:
-        raise ValueError(f"Invalid alpha: {alpha!r} (expected a level in (0, 1))")
+        raise InputError(f"Invalid alpha: {alpha!r} (expected a level in (0, 1))")
     raw = []
     for key, pairs in cells.items():
         if not pairs:
-            raise ValueError(f"Invalid cell {key}: no seed has both an EvE and an Adam run")
+            raise InputError(f"Invalid cell {key}: no seed has both an EvE and an Adam run")
         seeds = sorted(pairs)
         eve = [pairs[s][0] for s in seeds]
         adam = [pairs[s][1] for s in seeds]

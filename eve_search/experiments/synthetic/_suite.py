@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from torch.optim.adam import adam
 
+from eve_search._checks import InputError
 from eve_search._imports import require
 from eve_search.optim.budget import CostMeter
 from eve_search.optim import minimize
@@ -125,7 +126,7 @@ def _finite(value: float) -> float:
 
 def _meter(budget: float, clock: str) -> CostMeter:
     if clock not in CLOCKS:
-        raise ValueError(f"Invalid clock: {clock!r} (expected one of {', '.join(CLOCKS)})")
+        raise InputError(f"Invalid clock: {clock!r} (expected one of {', '.join(CLOCKS)})")
     return CostMeter(budget, clock=CLOCKS[clock])
 
 
@@ -242,7 +243,7 @@ class SuiteStore:
         clock: ``"cpu"`` or ``"wall"``.
 
     Raises:
-        ValueError: an unknown ``clock``.
+        InputError: an unknown ``clock``.
         StoreError: the store cannot be opened, or its study was recorded with other settings.
 
     Example:
@@ -257,7 +258,7 @@ class SuiteStore:
         self._optuna = optuna
         self.storage = storage
         if clock not in CLOCKS:
-            raise ValueError(f"Invalid clock: {clock!r} (expected one of {', '.join(CLOCKS)})")
+            raise InputError(f"Invalid clock: {clock!r} (expected one of {', '.join(CLOCKS)})")
         self.budget, self.clock = float(budget), clock
         self.name = study_name(budget, clock)
         settings = suite_settings(budget, clock)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search._imports import require
 from eve_search.tasks.lora._tokenizer import BYTE_VOCAB_SIZE
 
@@ -56,7 +56,7 @@ LORA_TARGET_MODULES = ("q_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "do
 BASE_SEED = 20260601  # the small model's frozen base weights: one fixed network for every trial
 
 
-class LoraModelError(ValueError):
+class LoraModelError(InputError):
     """A model path that cannot be loaded as a local causal language model."""
 
 
@@ -121,7 +121,7 @@ def small_qwen2(shape: SmallModelShape = SmallModelShape(), *, pretrained: bool 
         The model, in eval mode, on the CPU.
 
     Raises:
-        ValueError: ``pretrained`` is True for a shape other than ``SmallModelShape()``.
+        InputError: ``pretrained`` is True for a shape other than ``SmallModelShape()``.
 
     Example:
         >>> model = small_qwen2()
@@ -148,13 +148,13 @@ def small_qwen2(shape: SmallModelShape = SmallModelShape(), *, pretrained: bool 
                 p.normal_(0.0, std, generator=generator)
         if pretrained:
             if shape != SmallModelShape():
-                raise ValueError(f"Invalid shape: {shape!r} (the bundled weights are for SmallModelShape(); pass "
+                raise InputError(f"Invalid shape: {shape!r} (the bundled weights are for SmallModelShape(); pass "
                                  "pretrained=False for another shape)")
             safetensors_torch = require("safetensors.torch", "lora")
             saved = safetensors_torch.load_file(os.fspath(bundled_base_path()))
             params = dict(model.named_parameters())
             if set(saved) != set(params):
-                raise ValueError(f"Invalid base weights: {str(bundled_base_path())!r} does not match the small "
+                raise InputError(f"Invalid base weights: {str(bundled_base_path())!r} does not match the small "
                                  "model's parameters")
             for name, value in saved.items():
                 params[name].copy_(value)
@@ -273,7 +273,7 @@ def add_lora(base: nn.Module, *, rank: int, alpha: float, generator: torch.Gener
     """
     check_int("rank", rank, 1)
     if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and alpha > 0):
-        raise ValueError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
+        raise InputError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
     peft = require("peft", "lora")
     config = peft.LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, bias="none",
                              target_modules=list(target_modules))

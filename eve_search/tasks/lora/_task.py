@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from eve_search._checks import check_int
+from eve_search._checks import InputError, check_int
 from eve_search._imports import require
 from eve_search.data._instructions import load_instructions
 from eve_search.tasks.lora._model import (
@@ -87,7 +87,7 @@ class LoraSettings:
                             ("eval_batch", eval_batch)):
             check_int(name, value, 1)
         if max_length < 2:
-            raise ValueError(f"Invalid max_length: {max_length} (expected >= 2: a prompt token and a response token)")
+            raise InputError(f"Invalid max_length: {max_length} (expected >= 2: a prompt token and a response token)")
         self.model_path = None if model_path is None else os.fspath(model_path)
         self.data_path = None if data_path is None else os.fspath(data_path)
         default_rank = 8 if self.model_path is None else 32
@@ -95,7 +95,7 @@ class LoraSettings:
         self.alpha = float(2 * self.rank if alpha is None else alpha)
         check_int("rank", self.rank, 1)
         if not self.alpha > 0:
-            raise ValueError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
+            raise InputError(f"Invalid alpha: {alpha!r} (expected a number > 0)")
         self.max_length, self.val_size, self.test_size, self.eval_batch = max_length, val_size, test_size, eval_batch
 
     def __repr__(self) -> str:
@@ -195,7 +195,7 @@ def load_lora_splits(settings: LoraSettings, data_dir: Path | None = None) -> Sp
         of the training set, the validation probe and the test sample.
 
     Raises:
-        ValueError: too few usable records for the validation and test sizes and a training set.
+        InputError: too few usable records for the validation and test sizes and a training set.
 
     Example:
         >>> splits = load_lora_splits(LoraSettings(val_size=4, test_size=4, max_length=64))
@@ -210,7 +210,7 @@ def load_lora_splits(settings: LoraSettings, data_dir: Path | None = None) -> Sp
     encoded = [row for row in (encode_record(tokenizer, r, settings.max_length) for r in records) if row is not None]
     carve = -(-len(encoded) * 5 // 100)  # 5% each for validation and test, rounded up
     if carve < max(settings.val_size, settings.test_size) or len(encoded) - 2 * carve < 2:
-        raise ValueError(f"Invalid instruction data: {len(encoded)} usable records are too few (expected enough "
+        raise InputError(f"Invalid instruction data: {len(encoded)} usable records are too few (expected enough "
                          f"for 5% >= {max(settings.val_size, settings.test_size)} examples and a training set)")
     order = np.random.default_rng(SPLIT_SEED).permutation(len(encoded))
     test = [encoded[i] for i in order[:carve]][:settings.test_size]

@@ -1,5 +1,0 @@
-"""Deprecated: moved to :mod:`eve_search.cli.commands.mnist` (its tasks: :mod:`eve_search.tasks.mnist`) (this path is removed in eve-search 0.4)."""
-
-from eve_search._deprecation import alias
-
-alias(__name__, "eve_search.cli.commands.mnist")

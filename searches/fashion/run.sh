@@ -1,0 +1,43 @@
+#!/bin/bash
+# Every Fashion-MNIST search figure of searches/README.md ("Fashion-MNIST: where the search matters",
+# issue 42), from the repository root. Each step resumes where a killed run stopped.
+#   bash searches/fashion/run.sh discriminate   # Adam against itself: 64 configurations x 2 seeds per space
+#   bash searches/fashion/run.sh record         # the pools: 256 configurations x Adam, EvE, SGD per space
+#   bash searches/fashion/run.sh export         # write the pool files from what is recorded so far
+#   bash searches/fashion/run.sh simulate       # the schedulers over the pools (seconds)
+# One CPU-hour is about 160 trajectories of 3,000 units on one thread here (Adam about 10 s, EvE 12 s).
+set -euo pipefail
+W=${FASHION_WORKDIR:-fashion-runs}
+P=searches/pools
+S=searches/fashion
+export OMP_NUM_THREADS=1
+case "${1:-}" in
+  discriminate)
+    for space in hp arch; do
+      eve-search audit adult --task fashion-mnist --space fashion-$space --proxies adam --truth adam --seeds 0,1 \
+        --configs 64 --budgets 100,300,900,2700,3000 --backward-ratio 2 --workdir $W/discriminate-$space \
+        --json $S/discriminate-$space.json --quiet > $S/discriminate-$space.md &
+    done
+    wait ;;
+  record)
+    for space in hp arch; do
+      eve-search audit adult --task fashion-mnist --space fashion-$space --proxies eve,adam,sgd_momentum \
+        --truth adam --seeds 0 --configs 256 --budgets 100,300,900,2700,3000 --backward-ratio 2 \
+        --workdir $W/pool-$space --json $S/audit-$space.json --quiet > $S/audit-$space.md &
+    done
+    wait ;;
+  export)
+    for space in hp arch; do
+      python searches/record_pools.py --task fashion-mnist --space fashion-$space --configs 256 \
+        --trainers adam,eve,sgd_momentum --workdir $W/pool-$space --out $P/fashion-$space.json.gz --export-only
+    done ;;
+  simulate)
+    for space in hp arch; do
+      size=$(python -c "from eve_search.engine.pool import load_pool; print(load_pool('$P/fashion-$space.json.gz').size)")
+      eve-search bench scale --pool $P/fashion-$space.json.gz --trainer adam --cohort-size 32 --cohorts $((size / 32)) \
+        --workers 1,2,16 --json $S/scale-$space-adam.json > $S/scale-$space-adam.md
+      eve-search bench scale --pool $P/fashion-$space.json.gz --trainer eve --cohort-size 32 --cohorts $((size / 32)) \
+        --workers 1,2,16 --json $S/scale-$space-eve.json > $S/scale-$space-eve.md
+    done ;;
+  *) echo "usage: bash searches/fashion/run.sh discriminate|record|export|simulate" >&2; exit 2 ;;
+esac
