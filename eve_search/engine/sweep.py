@@ -13,6 +13,8 @@ settings) before any training; :meth:`Sweep.run` trains. Drivers other than the 
 from __future__ import annotations
 
 import math
+import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -38,7 +40,7 @@ from eve_search.engine.ledger import (
 from eve_search.optim import optimizer_names
 from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_torch_thread
 from eve_search.tasks.spaces import Config, get_space
-from eve_search.engine.store import SweepStore, study_name
+from eve_search.engine.store import StoreError, SweepStore, study_name
 from eve_search.data import splits_checksum
 from eve_search.tasks import Splits, Task, get_task
 from eve_search.engine.checkpoint import CheckpointError
@@ -423,6 +425,14 @@ class Sweep:
             workers.close()
 
     def _run(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
+        refuse_if_running(self.store, self.settings.name)
+        self.store.set(RUNNING_KEY, this_process())
+        try:
+            return self._train_all(progress, workers)
+        finally:
+            self.store.set(RUNNING_KEY, None)  # (also on Ctrl-C or an error; a killed run leaves a dead process)
+
+    def _train_all(self, progress: ProgressCallback | None, workers: TrialWorkers | None) -> SweepResult:
         if workers is None:
             warm_up(self.settings.optimizer)
         self.start_clock()
@@ -645,7 +655,61 @@ def prepare_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path
                 "data_dir": None if data_dir is None else str(Path(data_dir).resolve())}
     store = SweepStore(storage, settings.name, configs, space, checkpoint_dir, settings.as_dict(),
                        direction="maximize" if task.mode == "max" else "minimize", resume=resume, data=identity)
+    if resume:
+        refuse_if_running(store, settings.name)
     return Sweep(settings, task, data, configs, store, data_dir=data_dir)
+
+
+RUNNING_KEY = "running"
+"""The store attribute that names the process running a sweep in the local engine (None: none)."""
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (Linux: its start time in clock ticks since boot, with the boot's id),
+    which tells it from a later process that reuses its number; None where the system does not say."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return f"{handle.read().strip()}:{fields[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def this_process() -> dict[str, Any]:
+    """This process, as a running sweep records itself in its store (host, process id, start)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "start": _process_start(os.getpid())}
+
+
+def _still_running(owner: Any) -> bool:
+    """Whether the process a store names as running its sweep is alive on this machine (a process on
+    another machine, or a record this version did not write, cannot be checked: False)."""
+    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+        return False
+    pid = owner.get("pid")
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        pass  # it exists (another user's), or the system will not say: as if alive, if it is the same start
+    start = _process_start(pid)
+    return start is None or owner.get("start") in (None, start)
+
+
+def refuse_if_running(store: Any, name: str) -> None:
+    """Refuse, in one line, to run or resume a sweep that a live process on this machine is running now:
+    two processes training the same trials would each write the other's results.
+
+    Raises:
+        StoreError: the store names a live process as running the sweep.
+    """
+    owner = store.get(RUNNING_KEY)
+    if _still_running(owner):
+        raise StoreError(f"Invalid --resume: sweep {name!r} is running now in process {owner['pid']} on this "
+                         "machine (wait for it to end, or stop it, then resume)")
 
 
 def run_sweep(settings: SweepSettings, *, storage: str, checkpoint_dir: Path, resume: bool = False,

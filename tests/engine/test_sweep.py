@@ -120,3 +120,30 @@ def test_a_ratio_calibrated_on_noisy_timings_is_frozen_with_one_line_that_names_
         assert line.startswith("eve-search: calibration of ") and "froze backward/forward ratio 2.4" in line
         assert "3 measurements 1.9, 2.4, 3.3; their halves disagreed by 38% at best, expected within 15%" in line
         assert "Pin --backward-ratio 2.4" in line and "measure again on a quiet machine" in line
+
+
+def test_a_resume_that_would_join_a_sweep_running_in_another_live_process_is_refused_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    from eve_search.engine.sweep import RUNNING_KEY, _process_start, this_process
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    sweep = prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path)
+    result = sweep.run()
+    assert sweep.store.get(RUNNING_KEY) is None  # a run that ended says so
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        running = {**this_process(), "pid": other.pid, "start": _process_start(other.pid)}
+        sweep.store.set(RUNNING_KEY, running)  # as the other process would have written it
+        with pytest.raises(StoreError, match=rf"Invalid --resume: sweep '.*' is running now in process {other.pid} "):
+            prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path, resume=True)
+    finally:
+        other.communicate(b"")
+    # Once that process is gone (ended, or killed without a word), the sweep resumes as if nothing ran.
+    again = prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path, resume=True).run()
+    assert again.winner == result.winner and again.rungs == result.rungs
+    reused = {**this_process(), "pid": 1, "start": "another boot:0"}  # the number of a later, other process
+    for tampered in ("pid 1", {"host": "elsewhere", "pid": 1}, {"pid": -3}, [1, 2], reused):
+        sweep.store.set(RUNNING_KEY, tampered)  # nothing this machine can check: not a live sweep of its own
+        prepare_sweep(settings(), storage=url, checkpoint_dir=tmp_path, resume=True)
