@@ -92,6 +92,8 @@ class IdxError(InputError):
 # training images) and twice EMNIST's. A header announcing more is corrupt or hostile; it is refused
 # before a byte of data is read, so a small file cannot make the reader reserve gigabytes.
 IDX_MAX_BYTES = 1 << 30
+IDX_MAX_DIMENSIONS = 32
+"""The most dimensions an IDX header may announce (numpy arrays hold 64; MNIST-format files have 1 to 3)."""
 
 
 def _read(path: Path, *, checksums: bool = False) -> tuple[np.ndarray, str | None, str | None]:
@@ -108,6 +110,9 @@ def _read(path: Path, *, checksums: bool = False) -> tuple[np.ndarray, str | Non
         if zero != b"\x00\x00" or type_byte not in _IDX_TYPES or ndim == 0:
             raise handle.fail(f"bad magic number 0x{magic.hex()} (expected 0x0000TTDD: two zero bytes, a type byte "
                               f"in {{{', '.join(f'0x{t:02x}' for t in _IDX_TYPES)}}}, a dimension count >= 1)")
+        if ndim > IDX_MAX_DIMENSIONS:
+            raise handle.fail(f"header announces {ndim} dimensions (expected at most {IDX_MAX_DIMENSIONS}: "
+                              "MNIST-format files have 1 to 3; the header is corrupt)")
         header = 4 + 4 * ndim
         sizes = handle.read(4 * ndim)
         if len(sizes) < 4 * ndim:

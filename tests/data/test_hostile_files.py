@@ -278,7 +278,7 @@ def test_a_gzip_of_zeros_has_no_idx_magic(tmp_path):
                  id="zero-dimension"),
     pytest.param(idx_header((2**32 - 1,) * 3) + bytes(100), r"\(4294967295, 4294967295, 4294967295\), about 10\^28 "
                  r"bytes of data \(expected at most 1 GiB, the IDX reader's limit", id="huge-dimensions"),
-    pytest.param(idx_header((2**32 - 1,) * 255), "bytes of data \\(expected at most 1 GiB", id="255-dimensions"),
+    pytest.param(idx_header((2**32 - 1,) * 255), r"header announces 255 dimensions \(expected at most 32", id="255-dimensions"),
     pytest.param(bytes([0, 0, 8, 3, 0, 0, 1]), "truncated header: 7 bytes, 16 needed for 3 dimension sizes",
                  id="truncated-header"),
     pytest.param(b"\x00\x00", "truncated: 2 bytes, shorter than the 4-byte IDX magic number", id="two-bytes"),

@@ -90,6 +90,15 @@ def test_wrong_magic_is_one_line_naming_the_file(tmp_path):
         read_idx(path)
 
 
+@pytest.mark.parametrize("ndim", [33, 64, 65, 255])
+def test_a_header_with_more_dimensions_than_any_idx_file_is_one_line_naming_the_file(tmp_path, ndim):
+    path = tmp_path / "many"
+    path.write_bytes(bytes([0, 0, 0x08, ndim]) + (1).to_bytes(4, "big") * ndim + b"\x00")
+    with pytest.raises(IdxError, match=rf"many: header announces {ndim} dimensions \(expected at most 32") as error:
+        read_idx(path)
+    assert "\n" not in str(error.value)
+
+
 @pytest.mark.parametrize("cut, message", [(2, "shorter than the 4-byte IDX magic"), (9, "truncated header"),
                                           (40, r"truncated: 40 bytes, but its header announces shape \(3, 28\)")])
 def test_truncated_files_are_refused(tmp_path, cut, message):
