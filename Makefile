@@ -13,18 +13,18 @@ TORCH ?= torch==2.13.0
 # checked in a real headless browser; dataset-fashion-mnist: the default data of `eve-search mnist`.
 DEBIAN_PACKAGES ?= postgresql chromium chromium-driver dataset-fashion-mnist
 
-.PHONY: demo test test-load docs install install-test install-docs system-packages
+.PHONY: demo test test-load test-hosts docs install install-test install-docs system-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 install: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e ".[optuna]"
+	$(BIN)/pip install --quiet -e .
 
 install-test: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e ".[optuna,ray,postgres,lora,test]"
+	$(BIN)/pip install --quiet -e ".[ray,postgres,lora,test]"
 
 # The site's API reference imports every public module, so the build needs the ray and lora extras too.
 # Installs only what is missing: on a machine already set up, `make docs` touches no network.
@@ -32,7 +32,7 @@ install-docs: $(BIN)/python
 	@$(BIN)/python -c "import sys; sys.exit(sys.version_info < (3, 11))" || { \
 		echo "make docs: Sphinx 9 and MyST 5 need Python 3.11 or later (a .venv made with PYTHON=python3.11)"; exit 2; }
 	@$(BIN)/python -c "import eve_search, optuna, ray, peft, sphinx, myst_parser, furo" 2>/dev/null || { \
-		$(BIN)/pip install --quiet $(TORCH) && $(BIN)/pip install --quiet -e ".[optuna,ray,lora,docs]"; }
+		$(BIN)/pip install --quiet $(TORCH) && $(BIN)/pip install --quiet -e ".[ray,lora,docs]"; }
 
 system-packages:
 	@missing=""; for package in $(DEBIAN_PACKAGES); do \
@@ -47,7 +47,13 @@ demo: install
 
 test: install-test system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	VENV=$(VENV) bash .ci/hosts.sh
+
+# The integration tests against the oldest Optuna and Ray that pyproject.toml allows, each in its own
+# virtual environment under .hosts/ (make test runs them after the suite, which runs the newest).
+test-hosts: install-test system-packages
+	VENV=$(VENV) bash .ci/hosts.sh
 
 # -E: read every page afresh, so a warning from an earlier build is never hidden by the cache.
 docs: install-docs

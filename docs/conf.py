@@ -31,6 +31,7 @@ api_modules = [
     "eve_search.integrations.ray", "eve_search.integrations.optuna",
     "eve_search.dashboard",
     "eve_search.analysis.ranking", "eve_search.analysis.audit", "eve_search.analysis.summary",
+    "eve_search.analysis.peer_records",
     "eve_search.experiments.protocol", "eve_search.experiments.ranking", "eve_search.experiments.audit",
     "eve_search.experiments.synthetic", "eve_search.experiments.pools",
     "eve_search.benchmarks.throughput", "eve_search.benchmarks.sweep", "eve_search.benchmarks.matmul",

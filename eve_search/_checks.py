@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "InputError", "check_int", "with_overrides"]
+__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "InputError", "check_int", "options_or_keywords", "with_overrides"]
 
 #: The most configurations one sweep samples (``SearchSpace.sample``, ``--configs``): the library's
 #: limit, which the command line reads from here.
@@ -119,3 +119,45 @@ def with_overrides(function: str, cls: type[_Options], options: _Options | None,
         if name not in names:
             raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
     return dataclasses.replace(options, **overrides)  # type: ignore[type-var]
+
+
+def options_or_keywords(function: str, cls: type[_Options], options: _Options | None,
+                        keywords: Mapping[str, Any]) -> _Options:
+    """``options``, or a ``cls`` built from ``keywords``: a function that takes an options dataclass or its
+    fields as keywords takes one or the other, never both.
+
+    Args:
+        function: the function's name, as the messages show it.
+        cls: the options dataclass (frozen, validating in ``__post_init__``).
+        options: an instance of ``cls``, or None.
+        keywords: field values given as keywords.
+
+    Returns:
+        the options to use: ``options`` itself, else ``cls(**keywords)`` (``cls()`` with none).
+
+    Raises:
+        InputError: ``Invalid options: ...`` when both are given (one line naming the keywords).
+        TypeError: ``{function}() got an unexpected keyword argument {name!r}``, or ``Invalid options``
+            when ``options`` is not a ``cls``.
+
+    Example:
+        >>> @dataclasses.dataclass(frozen=True)
+        ... class Knobs:
+        ...     size: int = 4
+        >>> options_or_keywords("run", Knobs, None, {"size": 8})
+        Knobs(size=8)
+        >>> options_or_keywords("run", Knobs, Knobs(size=2), {"size": 8})
+        Traceback (most recent call last):
+        ...
+        eve_search.InputError: Invalid options: given with size= (run() takes a Knobs or its fields as keywords, not both)
+    """
+    if options is not None and keywords:
+        raise InputError(f"Invalid options: given with {', '.join(f'{name}=' for name in keywords)} "
+                         f"({function}() takes a {cls.__name__} or its fields as keywords, not both)")
+    if options is not None:
+        return with_overrides(function, cls, options, {})
+    names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for name in keywords:
+        if name not in names:
+            raise TypeError(f"{function}() got an unexpected keyword argument {name!r}")
+    return cls(**keywords)

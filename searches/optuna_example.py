@@ -13,7 +13,8 @@ things differ from a plain Optuna script:
   so every trial is judged at the same cost.
 
 The model and data are the user's own: a small convolutional network on scikit-learn's 8x8 digits
-(bundled with scikit-learn, no download).
+(bundled with scikit-learn, no download). scikit-learn is not a dependency of eve-search: this script
+needs ``pip install scikit-learn`` (and ``optuna-dashboard`` for the dashboard line below).
 
 Run it::
 

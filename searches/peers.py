@@ -2,10 +2,12 @@
 Syne Tune and random search, every pick judged by one referee.
 
     python searches/peers.py --spaces hp,arch --seeds 0-4 --budget-multipliers 1,3 --tools all --workdir DIR
+    python searches/peers.py --task fashion-mnist --seeds 0-4 --budget-multipliers 1 --tools all --workdir DIR
     python searches/peers.py --workdir DIR --report-only --report-html peers.html   # the table and page again
     eve-search dashboard --storage sqlite:///DIR/peers.db                            # the same, in the dashboard
 
-The problem (searches/_peers/problem.py): UCI Adult, the declared ``hp`` and ``arch`` spaces (each
+The problem (searches/_peers/problem.py): a task (UCI Adult by default, or Fashion-MNIST), its declared
+spaces (Adult's ``hp`` and ``arch``, Fashion-MNIST's ``fashion-hp`` and ``fashion-arch``; each
 translated to every tool's format in one place), configurations trained as eve-search trials with Adam
 under the calibrated cost rule with a pinned backward/forward ratio (2.0), at most 3,000 charged units
 per configuration, a first fidelity of 100 units and a reduction factor of 3 wherever a tool has them.
@@ -103,7 +105,10 @@ def _tools(text: str) -> list[str]:
 def build_parser() -> _Parser:
     parser = _Parser(prog="peers.py", description=__doc__.split("\n\n")[0].replace("\n", " "),
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spaces", type=space_list, default=["hp", "arch"], help="declared spaces (default hp,arch)")
+    parser.add_argument("--task", default="adult", metavar="NAME",
+                        help="a registered task: adult (default) or fashion-mnist (spaces fashion-hp, fashion-arch)")
+    parser.add_argument("--spaces", type=space_list, help="declared spaces of the task (default: all of them, "
+                                                          "hp,arch for adult)")
     parser.add_argument("--seeds", type=seed_list, default=list(range(5)), help="search seeds, e.g. 0-4 (default)")
     parser.add_argument("--budget-multipliers", type=_multipliers, default=[1.0, 3.0], metavar="M",
                         help="budgets as multiples of eve-search SHA's spend on --configs configurations (default 1,3)")
@@ -219,7 +224,7 @@ class Comparison:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.url = args.storage or f"sqlite:///{self.workdir / 'peers.db'}"
         self.store = PeerStore(self.url)
-        self.problems = {space: Problem(task="adult", space=space, configs=args.configs, max_units=args.max_units,
+        self.problems = {space: Problem(task=args.task, space=space, configs=args.configs, max_units=args.max_units,
                                         min_units=args.min_units, reduction_factor=args.reduction_factor,
                                         backward_ratio=args.backward_ratio) for space in args.spaces}
         self.referee_seeds = referee_seeds(args.referee_seeds)
@@ -470,11 +475,19 @@ def main(argv: list[str] | None = None) -> int:
                              f"{args.max_units}")
         from eve_search.tasks import get_task
 
-        spaces = get_task("adult").spaces
+        from eve_search import InputError
+
+        try:
+            task = get_task(args.task)
+        except InputError as error:
+            raise UsageError(f"peers.py: argument --task: {error}") from None
+        spaces = task.spaces
+        if args.spaces is None:
+            args.spaces = list(spaces)
         for space in args.spaces:
             if space not in spaces:
-                raise UsageError(f"peers.py: argument --spaces: {space!r} is not a space of the adult task (expected "
-                                 f"some of: {', '.join(sorted(spaces))})")
+                raise UsageError(f"peers.py: argument --spaces: {space!r} is not a space of the {args.task} task "
+                                 f"(expected some of: {', '.join(sorted(spaces))})")
         for argument, path in (("--report-html", args.report_html), ("--json", args.json)):
             if path is not None and path.is_dir():
                 raise UsageError(f"peers.py: argument {argument}: {str(path)!r} is a directory (expected a file path)")

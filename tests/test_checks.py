@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -52,18 +54,17 @@ def test_the_detail_follows_the_bound_in_the_message():
     assert check_int("jobs", 2, 1, detail=" of worker processes") == 2
 
 
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    size: int = 4
+    name: str = "a"
+
+    def __post_init__(self):
+        check_int("size", self.size, 1)
+
+
 def test_with_overrides_replaces_named_fields_and_checks_them_again():
-    import dataclasses
-
     from eve_search._checks import with_overrides
-
-    @dataclasses.dataclass(frozen=True)
-    class Knobs:
-        size: int = 4
-        name: str = "a"
-
-        def __post_init__(self):
-            check_int("size", self.size, 1)
 
     base = Knobs(size=2)
     assert with_overrides("run", Knobs, base, {}) is base
@@ -75,3 +76,22 @@ def test_with_overrides_replaces_named_fields_and_checks_them_again():
         with_overrides("run", Knobs, base, {"name": "b", "colour": 1})
     with pytest.raises(TypeError, match=r"^Invalid options: \{'size': 2\} \(expected a Knobs or None\)$"):
         with_overrides("run", Knobs, {"size": 2}, {})
+
+
+def test_options_or_keywords_takes_one_or_the_other_never_both():
+    from eve_search import InputError
+    from eve_search._checks import options_or_keywords
+
+    base = Knobs(size=2)
+    assert options_or_keywords("run", Knobs, base, {}) is base
+    assert options_or_keywords("run", Knobs, None, {}) == Knobs()
+    assert options_or_keywords("run", Knobs, None, {"name": "b"}) == Knobs(name="b")
+    with pytest.raises(InputError, match=r"^Invalid options: given with name=, size= \(run\(\) takes a Knobs or its "
+                                         r"fields as keywords, not both\)$"):
+        options_or_keywords("run", Knobs, base, {"name": "b", "size": 3})
+    with pytest.raises(ValueError, match=r"^Invalid size: 0 \(expected an int >= 1\)$"):
+        options_or_keywords("run", Knobs, None, {"size": 0})
+    with pytest.raises(TypeError, match=r"^run\(\) got an unexpected keyword argument 'colour'$"):
+        options_or_keywords("run", Knobs, None, {"colour": 1})
+    with pytest.raises(TypeError, match=r"^Invalid options: \{'size': 2\} \(expected a Knobs or None\)$"):
+        options_or_keywords("run", Knobs, {"size": 2}, {})

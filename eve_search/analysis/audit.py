@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from eve_search._checks import options_or_keywords
 from eve_search.analysis.ranking import agreement
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -27,6 +29,7 @@ __all__ = [
     "DEFAULT_BUDGETS",
     "KEEP_RATE",
     "REGRET_THRESHOLD",
+    "MeasureOptions",
     "audit_measures",
     "budget_table",
     "keeps_true_best",
@@ -41,6 +44,33 @@ KEEP_RATE = 0.8  # "in at least 4 of 5 seeds"
 REGRET_THRESHOLD = 0.1  # points (accuracy) or metric units
 
 Scores = Mapping[int, float]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasureOptions:
+    """How the audit measures a proxy: the ranking's direction and scale, the promoted share, the
+    bootstrap and the verdict's thresholds. :func:`budget_table` and :func:`audit_measures` take this
+    object or its fields as keywords (not both).
+
+    Args:
+        mode: ``"max"`` or ``"min"``; ``scale``: multiplies regrets (100 for accuracy in points).
+        fraction: the promoted share of a rung (see :func:`keeps_true_best`).
+        resamples, level, seed: the bootstrap's (see :func:`eve_search.analysis.ranking.agreement`).
+        keep_rate, regret_threshold: as for :func:`verdict`.
+
+    Example:
+        >>> MeasureOptions(scale=100.0).resamples
+        1000
+    """
+
+    mode: str = "max"
+    scale: float = 1.0
+    fraction: float = PROMOTED_FRACTION
+    resamples: int = 1000
+    level: float = 0.95
+    seed: int = 0
+    keep_rate: float = KEEP_RATE
+    regret_threshold: float = REGRET_THRESHOLD
 
 
 # The measures: small pure functions over {config_index: score} ----------------------------------
@@ -142,9 +172,8 @@ def _bootstrap_top(proxies: Sequence[Scores], truths: Sequence[Scores], fraction
 
 
 def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds: Sequence[int], *,
-                 pairs: Sequence[tuple[int, int]] | None = None, fraction: float = PROMOTED_FRACTION,
-                 mode: str = "max", scale: float = 1.0, resamples: int = 1000, level: float = 0.95,
-                 seed: int = 0) -> dict[str, Any]:
+                 pairs: Sequence[tuple[int, int]] | None = None, options: MeasureOptions | None = None,
+                 **keywords: Any) -> dict[str, Any]:
     """Tau-b, top-1 regret and top-``fraction`` inclusion of one proxy scoring against the truth.
 
     ``proxy[s]`` and ``truth[t]`` are ``{config_index: score}``, compared for each pair (s, t)
@@ -154,8 +183,10 @@ def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds
         proxy, truth: per seed, scores by configuration index.
         seeds: the seeds compared (each with itself unless ``pairs`` is given).
         pairs: (proxy seed, truth seed) pairs instead.
-        fraction, mode, scale: as for :func:`keeps_true_best` and :func:`top1_regret`.
-        resamples, level, seed: the bootstrap's (see :func:`eve_search.analysis.ranking.agreement`).
+        options: :class:`MeasureOptions`; its ``fraction``, ``mode``, ``scale`` (as for
+            :func:`keeps_true_best` and :func:`top1_regret`) and ``resamples``, ``level``, ``seed``
+            (the bootstrap's) apply.
+        **keywords: fields of :class:`MeasureOptions` instead of ``options``.
 
     Returns:
         ``{"tau": ..., "regret": ..., "keep": ...}``: tau-b's and the regret's means, per-seed values
@@ -168,6 +199,8 @@ def budget_table(proxy: Mapping[int, Scores], truth: Mapping[int, Scores], seeds
         >>> table["tau"]["mean"], table["regret"]["mean"], table["keep"]["rate"]
         (1.0, 0.0, 1.0)
     """
+    o = options_or_keywords("budget_table", MeasureOptions, options, keywords)
+    fraction, mode, scale, resamples, level, seed = o.fraction, o.mode, o.scale, o.resamples, o.level, o.seed
     pairs = [(s, s) for s in seeds] if pairs is None else list(pairs)
     tau = agreement(proxy, truth, pairs, resamples=resamples, level=level, seed=seed)
     regrets = [top1_regret(proxy[s], truth[t], mode, scale) for s, t in pairs]
@@ -228,9 +261,7 @@ def verdict(rows: Mapping[int, Mapping[str, Any]], *, keep_rate: float = KEEP_RA
 
 def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, Mapping[str, Any]]]],
                    seeds: Sequence[int], proxies: Sequence[str], truth: str, budgets: Sequence[int], *,
-                   mode: str = "max", scale: float = 1.0, fraction: float = PROMOTED_FRACTION,
-                   keep_rate: float = KEEP_RATE, regret_threshold: float = REGRET_THRESHOLD,
-                   resamples: int = 1000) -> dict[str, Any]:
+                   options: MeasureOptions | None = None, **keywords: Any) -> dict[str, Any]:
     """Every measure of finished runs: per proxy and budget against the truth, the verdicts, the
     truth's best per seed and the truth under the next seed.
 
@@ -244,9 +275,8 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
         proxies: the cheap trainers audited.
         truth: the reference trainer.
         budgets: the proxy budgets audited.
-        mode, scale, fraction: as for :func:`budget_table`.
-        keep_rate, regret_threshold: as for :func:`verdict`.
-        resamples: bootstrap resamples.
+        options: :class:`MeasureOptions` (the measures' and the verdict's).
+        **keywords: fields of :class:`MeasureOptions` instead of ``options``.
 
     Returns:
         A JSON-ready dict: per proxy and budget the :func:`budget_table` measures and cost, the
@@ -264,6 +294,7 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
         >>> report["proxies"]["proxy"]["budgets"]["10"]["tau"]["mean"]
         1.0
     """
+    options = options_or_keywords("audit_measures", MeasureOptions, options, keywords)
     budgets = list(budgets)
     seeds = list(seeds)
 
@@ -273,16 +304,15 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
     truths = {seed: scores(truth, seed, budgets[-1]) for seed in seeds}
     report: dict[str, Any] = {"proxies": {}, "truth_runs": {}, "noise_floor": None}
     for seed in seeds:
-        best = rank_order(truths[seed], mode)[0]
+        best = rank_order(truths[seed], options.mode)[0]
         record = details[(truth, seed)][best][budgets[-1]]
         report["truth_runs"][str(seed)] = {
             "best_index": best, "best_score": record["score"], "best_test": record.get("test"),
             "wall_seconds": sum(r[budgets[-1]]["wall_seconds"] for r in details[(truth, seed)].values())}
-    options = {"fraction": fraction, "mode": mode, "scale": scale, "resamples": resamples}
     for proxy in proxies:
         rows: dict[int, dict[str, Any]] = {}
         for budget in budgets:
-            row = budget_table({s: scores(proxy, s, budget) for s in seeds}, truths, seeds, **options)
+            row = budget_table({s: scores(proxy, s, budget) for s in seeds}, truths, seeds, options=options)
             walls = [sum(r[budget]["wall_seconds"] for r in details[(proxy, s)].values()) for s in seeds]
             units = [sum(r[budget]["charged_units"] for r in details[(proxy, s)].values()) for s in seeds]
             row["wall_seconds"] = {"mean": statistics.fmean(walls), "per_seed": walls}
@@ -290,9 +320,9 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
             rows[budget] = row
         report["proxies"][proxy] = {
             "budgets": {str(b): row for b, row in rows.items()},
-            "verdict": verdict(rows, keep_rate=keep_rate, regret_threshold=regret_threshold),
+            "verdict": verdict(rows, keep_rate=options.keep_rate, regret_threshold=options.regret_threshold),
         }
     if len(seeds) >= 2:  # the truth against itself under the next training seed: how noisy full training is
         pairs = [(s, seeds[(k + 1) % len(seeds)]) for k, s in enumerate(seeds)]
-        report["noise_floor"] = {"pairs": pairs, **budget_table(truths, truths, seeds, pairs=pairs, **options)}
+        report["noise_floor"] = {"pairs": pairs, **budget_table(truths, truths, seeds, pairs=pairs, options=options)}
     return report

@@ -70,12 +70,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from eve_search._checks import InputError, check_int
+from eve_search._checks import InputError, check_int, options_or_keywords
 from eve_search.engine.ledger import RungDecision, check_rungs, rank_order
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.simulator import Simulation
 
-__all__ = ["simulate_optuna", "simulate_ray_asha"]
+__all__ = ["Replay", "simulate_optuna", "simulate_ray_asha"]
 
 STUDY_NAME = "eve-search-peers"
 """The name of every simulated Optuna study. ``HyperbandPruner`` puts a trial in a bracket by a hash of
@@ -86,6 +86,33 @@ TIME_ATTR = "eval_cost"
 
 REDUCTION_FACTOR = 3
 """Ray ASHA's reduction factor here: one third of a rung goes on, as in the stream's cohorts."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replay:
+    """How a peer's search is replayed over a recorded pool: :func:`simulate_optuna` and
+    :func:`simulate_ray_asha` take this object or its fields as keywords (not both). The fields are
+    checked when the replay starts.
+
+    Args:
+        workers: simulated workers.
+        rungs: the budgets at which trials report, among the pool's recorded budgets.
+        units: the budget in charged units (new trials start only while the units started are below it).
+        order: search position ``i`` is the pool's configuration ``order[i]`` (None: the pool's order).
+        jitter: scale every segment's seconds by ``exp(jitter * N(0, 1))`` (0: as recorded).
+        jitter_seed: the seed of those factors.
+
+    Example:
+        >>> Replay(workers=2, rungs=(1, 3), units=100).jitter
+        0.0
+    """
+
+    workers: int
+    rungs: Sequence[int]
+    units: float
+    order: Sequence[int] | None = None
+    jitter: float = 0.0
+    jitter_seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,8 +140,9 @@ class _Peer(Protocol):
         """The trial reached ``budget`` with ``score``; True: it trains on to the next rung."""
 
 
-def _check(pool: Any, trainer: Any, workers: Any, rungs: Any, units: Any, order: Any, jitter: Any,
-           jitter_seed: Any) -> _Setup:
+def _check(pool: Any, trainer: Any, replay: Replay) -> _Setup:
+    workers, rungs, units, order = replay.workers, replay.rungs, replay.units, replay.order
+    jitter, jitter_seed = replay.jitter, replay.jitter_seed
     if not isinstance(pool, RecordedPool):
         raise InputError(f"Invalid pool: {reprlib.repr(pool)} (expected a RecordedPool)")
     if not isinstance(trainer, str) or trainer not in pool.trainers:
@@ -221,9 +249,8 @@ class _OptunaPeer:
         return True
 
 
-def simulate_optuna(pool: RecordedPool, trainer: str, *, pruner: Any, workers: int, rungs: Sequence[int],
-                    units: float, order: Sequence[int] | None = None, jitter: float = 0.0,
-                    jitter_seed: int = 0) -> Simulation:
+def simulate_optuna(pool: RecordedPool, trainer: str, replay: Replay | None = None, *, pruner: Any,
+                    **keywords: Any) -> Simulation:
     """Replay an Optuna study with ``pruner`` over a recorded pool on ``workers`` simulated workers.
 
     The study (``optuna.create_study`` on an ``InMemoryStorage``, named :data:`STUDY_NAME`, directed
@@ -237,15 +264,12 @@ def simulate_optuna(pool: RecordedPool, trainer: str, *, pruner: Any, workers: i
     Args:
         pool: the recorded pool.
         trainer: which of the pool's trainers to replay.
+        replay: workers, rungs, units, search order and jitter (:class:`Replay`).
         pruner: an ``optuna.pruners.BasePruner``, e.g.
             ``SuccessiveHalvingPruner(min_resource=rungs[0], reduction_factor=3)`` or
             ``HyperbandPruner(min_resource=rungs[0], max_resource=rungs[-1], reduction_factor=3)``.
-        workers: simulated workers.
-        rungs: the budgets at which trials report, among the pool's recorded budgets.
-        units: the budget in charged units (new trials start only while the units started are below it).
-        order: search position ``i`` is the pool's configuration ``order[i]`` (None: the pool's order).
-        jitter: scale every segment's seconds by ``exp(jitter * N(0, 1))`` (0: as recorded).
-        jitter_seed: the seed of those factors.
+        **keywords: fields of :class:`Replay` (``workers``, ``rungs``, ``units``, ``order``, ``jitter``,
+            ``jitter_seed``) instead of ``replay``.
 
     Returns:
         A :class:`~eve_search.engine.simulator.Simulation`; its ``winner`` is a search position.
@@ -267,7 +291,7 @@ def simulate_optuna(pool: RecordedPool, trainer: str, *, pruner: Any, workers: i
         >>> result.winner, result.wall, result.units, round(result.utilisation, 2)
         (0, 8.0, 8.0, 1.0)
     """
-    setup = _check(pool, trainer, workers, rungs, units, order, jitter, jitter_seed)
+    setup = _check(pool, trainer, options_or_keywords("simulate_optuna", Replay, replay, keywords))
     import optuna
     from optuna.trial import TrialState
 
@@ -314,8 +338,7 @@ class _RayPeer:
         return True
 
 
-def simulate_ray_asha(pool: RecordedPool, trainer: str, *, workers: int, rungs: Sequence[int], units: float,
-                      order: Sequence[int] | None = None, jitter: float = 0.0, jitter_seed: int = 0) -> Simulation:
+def simulate_ray_asha(pool: RecordedPool, trainer: str, replay: Replay | None = None, **keywords: Any) -> Simulation:
     """Replay Ray Tune's ``ASHAScheduler`` over a recorded pool on ``workers`` simulated workers.
 
     The scheduler is Ray's own, ``ASHAScheduler(time_attr="eval_cost", metric=pool.metric,
@@ -331,12 +354,8 @@ def simulate_ray_asha(pool: RecordedPool, trainer: str, *, workers: int, rungs: 
     Args:
         pool: the recorded pool.
         trainer: which of the pool's trainers to replay.
-        workers: simulated workers.
-        rungs: the budgets at which trials report, among the pool's recorded budgets.
-        units: the budget in charged units (new trials start only while the units started are below it).
-        order: search position ``i`` is the pool's configuration ``order[i]`` (None: the pool's order).
-        jitter: scale every segment's seconds by ``exp(jitter * N(0, 1))`` (0: as recorded).
-        jitter_seed: the seed of those factors.
+        replay: workers, rungs, units, search order and jitter (:class:`Replay`).
+        **keywords: fields of :class:`Replay` instead of ``replay``.
 
     Returns:
         A :class:`~eve_search.engine.simulator.Simulation`; its ``winner`` is a search position.
@@ -356,7 +375,7 @@ def simulate_ray_asha(pool: RecordedPool, trainer: str, *, workers: int, rungs: 
         >>> result.winner, result.wall, result.units
         (3, 10.0, 10.0)
     """
-    setup = _check(pool, trainer, workers, rungs, units, order, jitter, jitter_seed)
+    setup = _check(pool, trainer, options_or_keywords("simulate_ray_asha", Replay, replay, keywords))
     import numpy as np
     from ray.tune.schedulers import ASHAScheduler, TrialScheduler
 

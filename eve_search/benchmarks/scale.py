@@ -44,15 +44,17 @@ from __future__ import annotations
 import random
 import statistics
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from eve_search._checks import InputError
+from eve_search._checks import InputError, options_or_keywords
 from eve_search.engine.ledger import PROMOTED_FRACTION
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.simulator import Simulation, simulate_pool
 from eve_search.engine.stream import cohort_units
 
-__all__ = ["DEFAULT_WORKERS", "METHODS", "format_scale_table", "model_sizes", "scale_table", "search_order"]
+__all__ = ["DEFAULT_WORKERS", "METHODS", "ScaleOptions", "format_scale_table", "model_sizes", "scale_table",
+           "search_order"]
 
 METHODS = ("sha", "sha+spec", "stream", "stream+spec", "sha-all", "asha-optuna", "hyperband-optuna", "asha-ray")
 DEFAULT_WORKERS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -144,15 +146,12 @@ def _summary(values: Sequence[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(values), "sd": statistics.stdev(values) if len(values) > 1 else 0.0}
 
 
-def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DEFAULT_WORKERS, cohort_size: int = 48,
-                cohorts: int = 10, seeds: Sequence[int] = range(5), methods: Sequence[str] = METHODS,
-                rungs: Sequence[int] | None = None, fraction: float = PROMOTED_FRACTION,
-                jitter: float = 0.0, replace: bool = False) -> list[dict[str, Any]]:
-    """Simulate every method at every worker count and search seed; one row per (method, workers).
+@dataclass(frozen=True, kw_only=True)
+class ScaleOptions:
+    """What :func:`scale_table` simulates: the worker counts, the stream, the seeds and methods; it takes
+    this object or its fields as keywords (not both).
 
     Args:
-        pool: the recorded pool.
-        trainer: the pool's trainer whose trajectories are replayed.
         workers: the simulated worker counts.
         cohort_size: configurations per cohort (``sha`` runs one such cohort).
         cohorts: cohorts in the stream (its budget in charged units is the peers' budget).
@@ -164,6 +163,32 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
         replace: draw the searched configurations with replacement (see :func:`search_order`), so a
             stream may be longer than the pool.
 
+    Example:
+        >>> ScaleOptions(workers=(1, 4), cohorts=2).cohort_size
+        48
+    """
+
+    workers: Sequence[int] = DEFAULT_WORKERS
+    cohort_size: int = 48
+    cohorts: int = 10
+    seeds: Sequence[int] = range(5)
+    methods: Sequence[str] = METHODS
+    rungs: Sequence[int] | None = None
+    fraction: float = PROMOTED_FRACTION
+    jitter: float = 0.0
+    replace: bool = False
+
+
+def scale_table(pool: RecordedPool, trainer: str, options: ScaleOptions | None = None,
+                **keywords: Any) -> list[dict[str, Any]]:
+    """Simulate every method at every worker count and search seed; one row per (method, workers).
+
+    Args:
+        pool: the recorded pool.
+        trainer: the pool's trainer whose trajectories are replayed.
+        options: what is simulated (:class:`ScaleOptions`).
+        **keywords: fields of :class:`ScaleOptions` instead of ``options``.
+
     Returns:
         Rows with ``method``, ``workers``, and ``wall``, ``utilisation``, ``dropped``, ``units`` and
         ``referee`` as ``{"mean", "sd"}`` over seeds, ``pick`` (the configurations picked, pool indices,
@@ -173,7 +198,10 @@ def scale_table(pool: RecordedPool, trainer: str, *, workers: Sequence[int] = DE
         >>> rows = scale_table(pool, "adam", workers=[1, 4], cohorts=10)  # doctest: +SKIP
         >>> [row["utilisation"]["mean"] for row in rows if row["method"] == "stream"]  # doctest: +SKIP
     """
-    rungs = pool.budgets if rungs is None else tuple(rungs)
+    o = options_or_keywords("scale_table", ScaleOptions, options, keywords)
+    workers, cohort_size, cohorts, seeds, methods = o.workers, o.cohort_size, o.cohorts, o.seeds, o.methods
+    fraction, jitter, replace = o.fraction, o.jitter, o.replace
+    rungs = pool.budgets if o.rungs is None else tuple(o.rungs)
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
         raise InputError(f"Invalid methods: {', '.join(unknown)} (expected some of {', '.join(METHODS)})")

@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import torch
 
@@ -82,6 +83,40 @@ def _timed(seconds: float, step: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+def _setup(name: str, x: torch.Tensor, y: torch.Tensor, seed: int) -> tuple[Any, ...]:
+    """Loop ``name``'s (model, batch stream, meter, optimizer); no optimizer for ``floor`` and ``passes``."""
+    generator = torch.Generator().manual_seed(seed)
+    model = mlp(107, [256, 256], 2, generator=generator)
+    stream = BatchStream(x, y, 256, generator=generator)
+    meter = CostMeter()
+    optimizer = None if name in ("floor", "passes") else make_optimizer(
+        name, model.parameters(), lr=1e-3, meter=meter, seed=seed)
+    return model, stream, meter, optimizer
+
+
+def _step(name: str, model: torch.nn.Module, stream: BatchStream, meter: CostMeter, optimizer: Any
+          ) -> Callable[[], None]:
+    """One step of loop ``name``: a charged forward pass (``floor``), a forward and a backward pass
+    (``passes``), or an optimizer step."""
+    if name == "floor":
+        def run() -> None:
+            batch = stream.next()
+            with torch.inference_mode(), meter.forward(1):
+                _loss(model, batch)
+    elif name == "passes":
+        def run() -> None:
+            batch = stream.next()
+            with meter.forward(1):
+                loss = _loss(model, batch)
+            with meter.backward():
+                loss.backward()
+    else:
+        def run() -> None:
+            batch = stream.next()
+            optimizer.step(lambda: _loss(model, batch))
+    return run
+
+
 def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: int = 16384) -> ThroughputReport:
     """Measure the four loops; see the module docstring.
 
@@ -108,39 +143,8 @@ def throughput(seconds: float = 2.0, rounds: int = 5, *, seed: int = 0, rows: in
     data_generator = torch.Generator().manual_seed(seed)
     x = torch.randn(rows, 107, generator=data_generator)
     y = torch.randint(0, 2, (rows,), generator=data_generator)
-
-    def setup(name: str):
-        generator = torch.Generator().manual_seed(seed)
-        model = mlp(107, [256, 256], 2, generator=generator)
-        stream = BatchStream(x, y, 256, generator=generator)
-        meter = CostMeter()
-        optimizer = None if name in ("floor", "passes") else make_optimizer(
-            name, model.parameters(), lr=1e-3, meter=meter, seed=seed)
-        return model, stream, meter, optimizer
-
-    loops = {name: setup(name) for name in LOOPS}
-
-    def step(name: str) -> Callable[[], None]:
-        model, stream, meter, optimizer = loops[name]
-        if name == "floor":
-            def run() -> None:
-                batch = stream.next()
-                with torch.inference_mode(), meter.forward(1):
-                    _loss(model, batch)
-        elif name == "passes":
-            def run() -> None:
-                batch = stream.next()
-                with meter.forward(1):
-                    loss = _loss(model, batch)
-                with meter.backward():
-                    loss.backward()
-        else:
-            def run() -> None:
-                batch = stream.next()
-                optimizer.step(lambda: _loss(model, batch))
-        return run
-
-    steps = {name: step(name) for name in LOOPS}
+    loops = {name: _setup(name, x, y, seed) for name in LOOPS}
+    steps = {name: _step(name, *loops[name]) for name in LOOPS}
     for name in LOOPS:  # warm-up: first-call allocations, EvE's initial scoring
         _timed(min(0.3, seconds), steps[name])
 

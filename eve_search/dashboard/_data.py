@@ -130,10 +130,9 @@ def register_kind(kind: str, collect: KindCollector) -> None:
 
 
 def _open_storage(url: str):
-    from eve_search._imports import require
     from eve_search.engine.store import StoreError
 
-    optuna = require("optuna", "optuna")
+    import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         from sqlalchemy.engine import make_url
@@ -382,6 +381,58 @@ def _better(mode: str) -> Callable[[float, float], bool]:
     return (lambda a, b: a > b) if mode == "max" else (lambda a, b: a < b)
 
 
+def _trial_views(record: Record, better: Callable[[float, float], bool]) -> list[dict[str, Any]]:
+    """Each current trial of a sweep: its configuration, state, rung results, last and best scores; in
+    configuration order."""
+    trials = []
+    for trial in _current_trials(record["name"], record["trials"]):
+        user = trial["user_attrs"]
+        index = user["config_index"]
+        results = _rung_results(record["name"], trial)
+        config = user.get("config") if isinstance(user.get("config"), Mapping) else trial["params"]
+        best = None
+        for r in results:
+            if best is None or better(r["score"], best["score"]):
+                best = r
+        trials.append({"index": int(index), "number": trial["number"], "state": trial["state"],
+                       "config": dict(config), "rungs": results,
+                       "last_budget": results[-1]["budget"] if results else None,
+                       "last_score": results[-1]["score"] if results else None,
+                       "best_score": best["score"] if best else None})
+    trials.sort(key=lambda t: t["index"])
+    return trials
+
+
+def _best_found(trials: list[dict[str, Any]], better: Callable[[float, float], bool]) -> dict[str, Any] | None:
+    """The best score found at any rung (the paper's "best validation accuracy found"), first recorded on ties."""
+    best_found = None
+    for t in trials:
+        for r in t["rungs"]:
+            if best_found is None or better(r["score"], best_found["score"]) or (
+                    r["score"] == best_found["score"] and (r["budget"], t["index"]) < (best_found["budget"],
+                                                                                        best_found["index"])):
+                best_found = {"index": t["index"], "budget": r["budget"], "score": r["score"], "test": r["test"]}
+    return best_found
+
+
+def _winner(attrs: Mapping[str, Any], trials: list[dict[str, Any]],
+            better: Callable[[float, float], bool]) -> dict[str, Any] | None:
+    """The sweep's winner as stored, else the best trial that completed once every trial has ended."""
+    winner = attrs.get("winner") if isinstance(attrs.get("winner"), Mapping) else None
+    if winner is not None:
+        return {"index": winner.get("index"), "score": winner.get("score"), "test": winner.get("test")}
+    complete = [t for t in trials if t["state"] == "COMPLETE" and t["last_score"] is not None]
+    if complete and all(t["state"] in ("COMPLETE", "PRUNED") for t in trials):
+        top = complete[0]
+        for t in complete[1:]:
+            if better(t["last_score"], top["last_score"]):
+                top = t
+        test = attrs.get("winner_test_accuracy")
+        return {"index": top["index"], "score": top["last_score"],
+                "test": {"accuracy": test} if test is not None else None}
+    return None
+
+
 def sweep_view(record: Record) -> dict[str, Any]:
     """One sweep's settings, best score found, ladder and per-trial curves.
 
@@ -415,49 +466,12 @@ def sweep_view(record: Record) -> dict[str, Any]:
     mode = settings.get("mode") or ("min" if directions[0] == "minimize" else "max")
     better = _better(mode)
     rungs = sorted(float(b) for b in settings.get("rungs") or [])
-    trials = []
-    for trial in _current_trials(record["name"], record["trials"]):
-        user = trial["user_attrs"]
-        index = user["config_index"]
-        results = _rung_results(record["name"], trial)
-        config = user.get("config") if isinstance(user.get("config"), Mapping) else trial["params"]
-        best = None
-        for r in results:
-            if best is None or better(r["score"], best["score"]):
-                best = r
-        trials.append({"index": int(index), "number": trial["number"], "state": trial["state"],
-                       "config": dict(config), "rungs": results,
-                       "last_budget": results[-1]["budget"] if results else None,
-                       "last_score": results[-1]["score"] if results else None,
-                       "best_score": best["score"] if best else None})
-    trials.sort(key=lambda t: t["index"])
+    trials = _trial_views(record, better)
     for budget in sorted({r["budget"] for t in trials for r in t["rungs"]} - set(rungs)):
         rungs.append(budget)  # a rung the settings do not list (older or hand-written stores)
     rungs.sort()
-
-    # Best score found at any rung (the paper's "best validation accuracy found"), first recorded on ties.
-    best_found = None
-    for t in trials:
-        for r in t["rungs"]:
-            if best_found is None or better(r["score"], best_found["score"]) or (
-                    r["score"] == best_found["score"] and (r["budget"], t["index"]) < (best_found["budget"],
-                                                                                        best_found["index"])):
-                best_found = {"index": t["index"], "budget": r["budget"], "score": r["score"], "test": r["test"]}
-
-    winner = attrs.get("winner") if isinstance(attrs.get("winner"), Mapping) else None
-    if winner is None:
-        complete = [t for t in trials if t["state"] == "COMPLETE" and t["last_score"] is not None]
-        if complete and all(t["state"] in ("COMPLETE", "PRUNED") for t in trials):
-            top = complete[0]
-            for t in complete[1:]:
-                if better(t["last_score"], top["last_score"]):
-                    top = t
-            test = attrs.get("winner_test_accuracy")
-            winner = {"index": top["index"], "score": top["last_score"],
-                      "test": {"accuracy": test} if test is not None else None}
-    else:
-        winner = {"index": winner.get("index"), "score": winner.get("score"), "test": winner.get("test")}
-
+    best_found = _best_found(trials, better)
+    winner = _winner(attrs, trials, better)
     ladder = _ladder(trials, rungs, settings, winner)
     finished = bool(trials) and all(t["state"] in ("COMPLETE", "PRUNED") for t in trials)
     last = [t["rungs"][-1] for t in trials if t["rungs"]]

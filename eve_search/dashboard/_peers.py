@@ -2,9 +2,9 @@
 DEHB, Syne Tune and random search, every pick judged by one referee.
 
 Data first (:func:`peers_section`, tested on plain records), drawing second (:func:`render_peers`).
-A run is one study whose ``kind`` user attribute is ``"peer-run"`` (see ``searches/_peers/store.py``
-for what it holds); the referee's cache is a ``"peer-run-referee"`` study. Per task, space and budget
-multiple, the section gives one row per tool over its search seeds (the referee's test accuracy of the
+A run is one study whose ``kind`` user attribute is ``"peer-run"``; the referee's cache is a
+``"peer-run-referee"`` study. Both are in the documented format of
+:mod:`eve_search.analysis.peer_records`. Per task, space and budget multiple, the section gives one row per tool over its search seeds (the referee's test accuracy of the
 pick, mean ± sd; its validation accuracy; the pick's rank among the reference configurations; charged
 units; wall and CPU seconds), the anytime curves (the referee's test accuracy of the best
 configuration so far against wall seconds and against charged units, means over seeds at fixed shares
@@ -31,13 +31,12 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from eve_search.analysis.peer_records import REFEREE_KIND, RUN_KIND, read_referee_score, read_run
 from eve_search.dashboard._svg import PALETTE, Point, Series, chart, esc
 
 __all__ = ["REFEREE_KIND", "RUN_KIND", "TOOLS", "goal", "peers_section", "referee_section",
            "render_peers", "render_referee"]
 
-RUN_KIND = "peer-run"
-REFEREE_KIND = "peer-run-referee"  # sorts after "peer-run": the comparison comes first
 VIEW = "peers"
 REFEREE_VIEW = "peers-referee"
 REFERENCE_TOOL = "eve-sha-eve"  # the search whose spend sets the budget, and whose goal is checked
@@ -80,52 +79,21 @@ def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
     return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
 
 
-def _anytime(value: Any) -> list[dict[str, float]] | None:
-    if not isinstance(value, list):
-        return None
-    points = []
-    for point in value:
-        if not isinstance(point, Mapping):
-            return None
-        numbers = {k: _finite(point.get(k)) for k in ("fraction", "wall", "units", "test")}
-        if any(v is None for v in numbers.values()):
-            return None
-        points.append(numbers)
-    return points
-
-
 def _run(attrs: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A run's attributes as the section uses them, or None when they are not what the script writes."""
-    if attrs.get("status") != "done":
+    """A run's attributes as the section uses them, or None when they are not a finished run in the
+    documented format (:mod:`eve_search.analysis.peer_records`)."""
+    run = read_run(attrs)
+    if run is None:
         return None
-    texts = {k: attrs.get(k) for k in ("task", "space", "tool")}
-    if not all(isinstance(v, str) and v for v in texts.values()):
-        return None
-    seed = attrs.get("seed")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        return None
-    numbers = {k: _finite(attrs.get(k)) for k in ("multiplier", "charged_units", "wall_seconds", "cpu_seconds",
-                                                   "budget_units")}
-    if any(numbers[k] is None for k in ("multiplier", "charged_units", "wall_seconds")):
-        return None
-    referee = attrs.get("referee")
-    test = _finite(referee.get("test")) if isinstance(referee, Mapping) else None
-    val = _finite(referee.get("val")) if isinstance(referee, Mapping) else None
-    rank = attrs.get("rank")
-    rank_of = attrs.get("rank_of")
-    versions = attrs.get("versions") if isinstance(attrs.get("versions"), Mapping) else {}
-    problem = attrs.get("problem") if isinstance(attrs.get("problem"), Mapping) else {}
     setup = ", ".join(part for part in (
-        f"{problem['configs']} configurations" if isinstance(problem.get("configs"), int) else "",
-        f"at most {problem['max_units']} units each" if isinstance(problem.get("max_units"), int) else "",
-        f"{attrs['cpus']} CPU(s) per search" if isinstance(attrs.get("cpus"), int) else "") if part)
-    return {**texts, "seed": seed, **numbers, "test": test, "val": val, "setup": setup,
-            "signature": str(attrs.get("signature", "")),
-            "rank": rank if isinstance(rank, int) and not isinstance(rank, bool) else None,
-            "rank_of": rank_of if isinstance(rank_of, int) and not isinstance(rank_of, bool) else None,
-            "anytime": _anytime(attrs.get("anytime")) or [],
-            "versions": {str(k): str(v) for k, v in versions.items()},
-            "note": str(attrs.get("pick_note", ""))}
+        f"{run.configs} configurations" if run.configs is not None else "",
+        f"at most {run.max_units} units each" if run.max_units is not None else "",
+        f"{run.cpus} CPU(s) per search" if run.cpus is not None else "") if part)
+    return {"task": run.task, "space": run.space, "tool": run.tool, "seed": run.seed,
+            "multiplier": run.multiplier, "charged_units": run.charged_units, "wall_seconds": run.wall_seconds,
+            "cpu_seconds": run.cpu_seconds, "budget_units": run.budget_units, "test": run.test, "val": run.val,
+            "setup": setup, "signature": run.signature, "rank": run.rank, "rank_of": run.rank_of,
+            "anytime": [vars(p) for p in run.anytime], "versions": dict(run.versions), "note": run.note}
 
 
 def _row(tool: str, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -217,13 +185,12 @@ def referee_section(records: list[Mapping[str, Any]]) -> dict[str, Any]:
         attrs = record.get("user_attrs", {})
         by_key: dict[str, dict[str, Any]] = {}
         for trial in record.get("trials", []):
-            t = trial.get("user_attrs", {})
-            key, val, test = t.get("config_key"), _finite(t.get("val")), _finite(t.get("test"))
-            if not isinstance(key, str) or val is None or test is None:
+            score = read_referee_score(trial.get("user_attrs", {}))
+            if score is None:
                 continue
-            entry = by_key.setdefault(key, {"config": key, "val": [], "test": []})
-            entry["val"].append(val)
-            entry["test"].append(test)
+            entry = by_key.setdefault(score.config_key, {"config": score.config_key, "val": [], "test": []})
+            entry["val"].append(score.val)
+            entry["test"].append(score.test)
         rows = [{"config": e["config"], "seeds": len(e["test"]), "val": statistics.fmean(e["val"]),
                  "test": statistics.fmean(e["test"])} for e in by_key.values()]
         rows.sort(key=lambda r: -r["test"])

@@ -20,8 +20,11 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Point", "Series", "chart", "color_for", "esc", "log_ticks", "nice_ticks"]
+from eve_search._checks import options_or_keywords
+
+__all__ = ["ChartOptions", "Point", "Series", "chart", "color_for", "esc", "log_ticks", "nice_ticks"]
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf"]
@@ -167,13 +170,12 @@ def _marker(shape: str, x: float, y: float, size: float, fill: str, stroke: str,
             f'stroke-width="1.5"{attrs}>{tip}</circle>')
 
 
-def chart(series: list[Series], *, title: str, x_label: str, y_label: str, x_log: bool = False,
-          width: int = 520, height: int = 340, diagonal: bool = False, chart_id: str = "",
-          note: str = "") -> str:
-    """A figure with one SVG chart of ``series`` and its legend; every string escaped here.
+@dataclass(frozen=True, kw_only=True)
+class ChartOptions:
+    """How :func:`chart` draws: its caption, axes and size; it takes this object or its fields as
+    keywords (not both).
 
     Args:
-        series: the series drawn (points that are not finite, or not > 0 on a log axis, are left out).
         title: the figure's caption.
         x_label, y_label: the axis labels.
         x_log: a logarithmic x axis.
@@ -181,6 +183,139 @@ def chart(series: list[Series], *, title: str, x_label: str, y_label: str, x_log
         diagonal: draw the y = x line, both axes on one range.
         chart_id: the figure's ``id`` (empty: none).
         note: a line of text under the chart.
+
+    Example:
+        >>> ChartOptions(title="t", x_label="x", y_label="y").width
+        520
+    """
+
+    title: str
+    x_label: str
+    y_label: str
+    x_log: bool = False
+    width: int = 520
+    height: int = 340
+    diagonal: bool = False
+    chart_id: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area inside the SVG and the data ranges it maps."""
+
+    left: float
+    top: float
+    plot_w: float
+    plot_h: float
+    x0: float
+    x1: float
+    y0: float
+    y1: float
+    x_log: bool
+
+    def sx(self, x: float) -> float:
+        if self.x_log:
+            return self.left + (math.log10(x) - math.log10(self.x0)) / (math.log10(self.x1) - math.log10(self.x0)) \
+                * self.plot_w
+        return self.left + (x - self.x0) / (self.x1 - self.x0) * self.plot_w
+
+    def sy(self, y: float) -> float:
+        return self.top + self.plot_h - (y - self.y0) / (self.y1 - self.y0) * self.plot_h
+
+
+def _usable(points: list[Point], x_log: bool) -> list[Point]:
+    return [p for p in points if math.isfinite(p.x) and math.isfinite(p.y) and (p.x > 0 or not x_log)]
+
+
+def _frame(points: list[Point], o: ChartOptions) -> _Frame:
+    """The plot area of ``o``'s size, over ranges that hold ``points`` with their error bars."""
+    left, right, top, bottom = 62, 14, 14, 46
+    x_log = o.x_log
+    xs = [v for p in points for v in ((p.x - (p.xerr or 0), p.x + (p.xerr or 0)) if not x_log else (p.x,))]
+    ys = [v for p in points for v in (p.y - (p.yerr or 0), p.y + (p.yerr or 0))]
+    if x_log:
+        xs += [p.x - p.xerr for p in points if p.xerr and p.x - p.xerr > 0] + [p.x + (p.xerr or 0) for p in points]
+    if o.diagonal and points:
+        xs = ys = [min(xs + ys), max(xs + ys)]
+    x0, x1 = _padded(min(xs), max(xs), x_log) if xs else (0.0, 1.0)
+    y0, y1 = _padded(min(ys), max(ys), False) if ys else (0.0, 1.0)
+    return _Frame(left, top, o.width - left - right, o.height - top - bottom, x0, x1, y0, y1, x_log)
+
+
+def _axes(f: _Frame, o: ChartOptions, diagonal: bool) -> list[str]:
+    """The plot area's frame, grid, ticks and axis labels (and the y = x line when ``diagonal``)."""
+    left, top, plot_w, plot_h = f.left, f.top, f.plot_w, f.plot_h
+    parts = [f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" '
+             'stroke="#999"/>']
+    for tick in (log_ticks(f.x0, f.x1) if f.x_log else nice_ticks(f.x0, f.x1)):
+        x = f.sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#eee"/>'
+                     f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{esc(_fmt(tick))}'
+                     "</text>")
+    for tick in nice_ticks(f.y0, f.y1):
+        y = f.sy(tick)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
+                     f'<text class="tick" x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{esc(_fmt(tick))}</text>')
+    parts.append(f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{o.height - 8}" text-anchor="middle">'
+                 f"{esc(o.x_label)}</text>"
+                 f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
+                 f'text-anchor="middle">{esc(o.y_label)}</text>')
+    if diagonal:
+        a, b = max(f.x0, f.y0), min(f.x1, f.y1)
+        parts.append(f'<line class="diagonal" x1="{f.sx(a):.1f}" y1="{f.sy(a):.1f}" x2="{f.sx(b):.1f}" '
+                     f'y2="{f.sy(b):.1f}" stroke="#aaa" stroke-dasharray="4 3"/>')
+    return parts
+
+
+def _series_group(number: int, s: Series, f: _Frame) -> tuple[list[str], int]:
+    """Series ``s``'s SVG group (its line, error bars and markers), and how many markers it drew."""
+    usable = _usable(s.points, f.x_log)
+    tags = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in s.tags.items())
+    group = [f'<g class="series" data-series="{esc(s.name)}" data-index="{number}" opacity="{s.opacity:g}"{tags}>']
+    if s.lines and len(usable) > 1:
+        path = "L".join(f"{f.sx(p.x):.1f},{f.sy(p.y):.1f}" for p in usable)
+        dash = ' stroke-dasharray="5 3"' if s.dashed else ""
+        group.append(f'<path class="line" d="M{path}" fill="none" stroke="{s.color}" '
+                     f'stroke-width="{s.width:g}"{dash}><title>{esc(s.name)}</title></path>')
+    drawn = 0
+    for p in usable:
+        if p.xerr:
+            lo = max(p.x - p.xerr, f.x0) if f.x_log else p.x - p.xerr
+            group.append(f'<line class="errorbar" x1="{f.sx(lo):.1f}" y1="{f.sy(p.y):.1f}" '
+                         f'x2="{f.sx(p.x + p.xerr):.1f}" y2="{f.sy(p.y):.1f}" stroke="{s.color}"/>')
+        if p.yerr:
+            group.append(f'<line class="errorbar" x1="{f.sx(p.x):.1f}" y1="{f.sy(p.y - p.yerr):.1f}" '
+                         f'x2="{f.sx(p.x):.1f}" y2="{f.sy(p.y + p.yerr):.1f}" stroke="{s.color}"/>')
+        if s.markers:
+            fill = "#fff" if s.hollow else s.color
+            group.append(_marker(s.marker, f.sx(p.x), f.sy(p.y), 4.5 if s.marker != "circle" else 3.5, fill,
+                                 s.color, "", p.label or f"{s.name}: ({_fmt(p.x)}, {_fmt(p.y)})"))
+            drawn += 1
+    group.append("</g>")
+    return group, drawn
+
+
+def _legend(series: list[Series]) -> str:
+    return "".join(
+        '<li><svg width="22" height="12" aria-hidden="true">'
+        + (f'<line x1="0" y1="6" x2="22" y2="6" stroke="{s.color}" stroke-width="2"'
+           + (' stroke-dasharray="4 2"' if s.dashed else "") + "/>" if s.lines else "")
+        + (_marker(s.marker, 11, 6, 4, "#fff" if s.hollow else s.color, s.color, "", "").replace('class="point"',
+                                                                                                  'class="swatch"')
+           if s.markers else "")
+        + f"</svg>{esc(s.name)}</li>"
+        for s in series if s.legend)
+
+
+def chart(series: list[Series], options: ChartOptions | None = None, **keywords: Any) -> str:
+    """A figure with one SVG chart of ``series`` and its legend; every string escaped here.
+
+    Args:
+        series: the series drawn (points that are not finite, or not > 0 on a log axis, are left out).
+        options: the caption, axes and size (:class:`ChartOptions`).
+        **keywords: fields of :class:`ChartOptions` (``title``, ``x_label``, ``y_label``, ...) instead
+            of ``options``.
 
     Returns:
         The ``<figure>`` element's HTML.
@@ -191,83 +326,20 @@ def chart(series: list[Series], *, title: str, x_label: str, y_label: str, x_log
         >>> html.startswith("<figure"), "<svg" in html, "&lt;Accuracy&gt;" in html
         (True, True, True)
     """
-    points = [p for s in series for p in s.points if math.isfinite(p.x) and math.isfinite(p.y)
-              and (p.x > 0 or not x_log)]
-    left, right, top, bottom = 62, 14, 14, 46
-    plot_w, plot_h = width - left - right, height - top - bottom
-    xs = [v for p in points for v in ((p.x - (p.xerr or 0), p.x + (p.xerr or 0)) if not x_log else (p.x,))]
-    ys = [v for p in points for v in (p.y - (p.yerr or 0), p.y + (p.yerr or 0))]
-    if x_log:
-        xs += [p.x - p.xerr for p in points if p.xerr and p.x - p.xerr > 0] + [p.x + (p.xerr or 0) for p in points]
-    if diagonal and points:
-        xs = ys = [min(xs + ys), max(xs + ys)]
-    x0, x1 = _padded(min(xs), max(xs), x_log) if xs else (0.0, 1.0)
-    y0, y1 = _padded(min(ys), max(ys), False) if ys else (0.0, 1.0)
-
-    def sx(x: float) -> float:
-        if x_log:
-            return left + (math.log10(x) - math.log10(x0)) / (math.log10(x1) - math.log10(x0)) * plot_w
-        return left + (x - x0) / (x1 - x0) * plot_w
-
-    def sy(y: float) -> float:
-        return top + plot_h - (y - y0) / (y1 - y0) * plot_h
-
-    frame = f'<rect class="plot-area" x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fff" stroke="#999"/>'
-    parts = [frame]
-    for tick in (log_ticks(x0, x1) if x_log else nice_ticks(x0, x1)):
-        x = sx(tick)
-        parts.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + plot_h}" stroke="#eee"/>'
-                     f'<text class="tick" x="{x:.1f}" y="{top + plot_h + 14}" text-anchor="middle">{esc(_fmt(tick))}'
-                     "</text>")
-    for tick in nice_ticks(y0, y1):
-        y = sy(tick)
-        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#eee"/>'
-                     f'<text class="tick" x="{left - 5}" y="{y + 4:.1f}" text-anchor="end">{esc(_fmt(tick))}</text>')
-    parts.append(f'<text class="axis-label" x="{left + plot_w / 2:.1f}" y="{height - 8}" text-anchor="middle">'
-                 f"{esc(x_label)}</text>"
-                 f'<text class="axis-label" transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" '
-                 f'text-anchor="middle">{esc(y_label)}</text>')
-    if diagonal and points:
-        a, b = max(x0, y0), min(x1, y1)
-        parts.append(f'<line class="diagonal" x1="{sx(a):.1f}" y1="{sy(a):.1f}" x2="{sx(b):.1f}" y2="{sy(b):.1f}" '
-                     'stroke="#aaa" stroke-dasharray="4 3"/>')
+    o = options_or_keywords("chart", ChartOptions, options, keywords)
+    points = [p for s in series for p in _usable(s.points, o.x_log)]
+    frame = _frame(points, o)
+    parts = _axes(frame, o, o.diagonal and bool(points))
     drawn = 0
     for number, s in enumerate(series):
-        usable = [p for p in s.points if math.isfinite(p.x) and math.isfinite(p.y) and (p.x > 0 or not x_log)]
-        tags = "".join(f' data-{esc(k)}="{esc(v)}"' for k, v in s.tags.items())
-        group = [f'<g class="series" data-series="{esc(s.name)}" data-index="{number}" opacity="{s.opacity:g}"{tags}>']
-        if s.lines and len(usable) > 1:
-            path = "L".join(f"{sx(p.x):.1f},{sy(p.y):.1f}" for p in usable)
-            dash = ' stroke-dasharray="5 3"' if s.dashed else ""
-            group.append(f'<path class="line" d="M{path}" fill="none" stroke="{s.color}" '
-                         f'stroke-width="{s.width:g}"{dash}><title>{esc(s.name)}</title></path>')
-        for p in usable:
-            if p.xerr:
-                lo = max(p.x - p.xerr, x0) if x_log else p.x - p.xerr
-                group.append(f'<line class="errorbar" x1="{sx(lo):.1f}" y1="{sy(p.y):.1f}" x2="{sx(p.x + p.xerr):.1f}" '
-                             f'y2="{sy(p.y):.1f}" stroke="{s.color}"/>')
-            if p.yerr:
-                group.append(f'<line class="errorbar" x1="{sx(p.x):.1f}" y1="{sy(p.y - p.yerr):.1f}" '
-                             f'x2="{sx(p.x):.1f}" y2="{sy(p.y + p.yerr):.1f}" stroke="{s.color}"/>')
-            if s.markers:
-                fill = "#fff" if s.hollow else s.color
-                group.append(_marker(s.marker, sx(p.x), sy(p.y), 4.5 if s.marker != "circle" else 3.5, fill,
-                                     s.color, "", p.label or f"{s.name}: ({_fmt(p.x)}, {_fmt(p.y)})"))
-                drawn += 1
-        group.append("</g>")
+        group, count = _series_group(number, s, frame)
         parts.extend(group)
-    legend = "".join(
-        '<li><svg width="22" height="12" aria-hidden="true">'
-        + (f'<line x1="0" y1="6" x2="22" y2="6" stroke="{s.color}" stroke-width="2"'
-           + (' stroke-dasharray="4 2"' if s.dashed else "") + "/>" if s.lines else "")
-        + (_marker(s.marker, 11, 6, 4, "#fff" if s.hollow else s.color, s.color, "", "").replace('class="point"',
-                                                                                                  'class="swatch"')
-           if s.markers else "")
-        + f"</svg>{esc(s.name)}</li>"
-        for s in series if s.legend)
-    caption = f"<figcaption>{esc(title)}" + (f'<span class="note">{esc(note)}</span>' if note else "") + "</figcaption>"
-    ident = f' id="{esc(chart_id)}"' if chart_id else ""
+        drawn += count
+    legend = _legend(series)
+    caption = f"<figcaption>{esc(o.title)}" + (f'<span class="note">{esc(o.note)}</span>' if o.note else "") \
+        + "</figcaption>"
+    ident = f' id="{esc(o.chart_id)}"' if o.chart_id else ""
     return (f'<figure class="chart"{ident} data-points="{drawn}">{caption}'
-            f'<svg class="plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-            f'aria-label="{esc(title)}">{"".join(parts)}</svg>'
+            f'<svg class="plot" viewBox="0 0 {o.width} {o.height}" width="{o.width}" height="{o.height}" role="img" '
+            f'aria-label="{esc(o.title)}">{"".join(parts)}</svg>'
             + (f'<ul class="legend">{legend}</ul>' if legend else "") + "</figure>")

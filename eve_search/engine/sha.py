@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from eve_search._checks import check_int
+from eve_search._checks import check_int, options_or_keywords
 from eve_search.engine.checkpoint import CheckpointError, load_state
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -56,6 +56,8 @@ __all__ = [
     "DEFAULT_RUNGS",
     "KEEP_BYTES",
     "PROMOTED_FRACTION",
+    "HalvingOptions",
+    "OnWorkers",
     "RungReport",
     "RungStore",
     "SynchronousSuccessiveHalving",
@@ -136,6 +138,67 @@ class RungReport:
 Details = Callable[[Trial, dict[str, float]], dict[str, Any]]
 
 
+@dataclass(frozen=True, kw_only=True)
+class HalvingOptions:
+    """The rung rule and the memory of :class:`SynchronousSuccessiveHalving`, which takes this object or
+    its fields as keywords (not both).
+
+    Args:
+        rungs: cumulative budgets; ``fraction``: promoted share; ``mode``: ``"max"`` or ``"min"``.
+        keep_bytes: memory for trials kept between rungs (see :func:`trial_bytes`); 0 keeps none.
+        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
+            synchronous sweep, so that no worker waits at a rung barrier while another cohort has work
+            (see :class:`~eve_search.engine.stream.CohortStream`); None: one cohort of all.
+
+    Raises:
+        InputError: a bad ``keep_bytes`` (the rung rule is checked by the engine's cohort stream).
+
+    Example:
+        >>> HalvingOptions(rungs=(30, 90), keep_bytes=0).keep_bytes
+        0
+    """
+
+    rungs: tuple[int, ...] = DEFAULT_RUNGS
+    fraction: float = PROMOTED_FRACTION
+    mode: str = "max"
+    keep_bytes: int = KEEP_BYTES
+    cohort_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check_int("keep_bytes", self.keep_bytes, 0)
+
+
+@dataclass(frozen=True)
+class OnWorkers:
+    """Train each rung's trials on worker processes: what :class:`SynchronousSuccessiveHalving` needs for it.
+
+    Args:
+        workers: the worker processes (:class:`~eve_search.engine._workers.TrialWorkers`); each takes the
+            next piece of work as soon as it is idle; results are recorded and decided in the engine.
+        make_job: ``make_job(index, rung)``, the description of a piece of work.
+        job_cost: the expected cost of a configuration's work, which orders the stream's work; None:
+            index order.
+        evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
+            without rebuilding its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`);
+            None rebuilds the whole trial.
+
+    Example:
+        >>> OnWorkers(workers=None, make_job=None)
+        Traceback (most recent call last):
+        ...
+        ValueError: Invalid make_job: None (workers need a job description per trial)
+    """
+
+    workers: TrialWorkers
+    make_job: Callable[[int, int], TrialJob]
+    job_cost: Callable[[int], float] | None = None
+    evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None
+
+    def __post_init__(self) -> None:
+        if self.make_job is None:
+            raise ValueError("Invalid make_job: None (workers need a job description per trial)")
+
+
 class SynchronousSuccessiveHalving:
     """Run SHA over ``trials`` configurations, keeping trials in memory within ``keep_bytes``.
 
@@ -143,21 +206,14 @@ class SynchronousSuccessiveHalving:
         trials: number of configurations (indices 0..trials-1).
         make_trial: builds a fresh :class:`~eve_search.engine.trial.Trial` for an index.
         store: results and checkpoints (see :class:`RungStore`).
-        rungs: cumulative budgets; ``fraction``: promoted share; ``mode``: ``"max"`` or ``"min"``.
+        options: the rung rule and memory (:class:`HalvingOptions`: ``rungs``, ``fraction``, ``mode``,
+            ``keep_bytes``, ``cohort_size``); or give those fields as keywords instead (not both).
         details: extra details recorded with a result, from the trial and its validation metrics
             (e.g. test metrics of a new best); the score, metrics, charged units and wall seconds are
             always recorded.
         on_result: called after every trial result with (rung number, index, score, resumed).
-        keep_bytes: memory for trials kept between rungs (see :func:`trial_bytes`); 0 keeps none.
-        workers: train each rung's trials on these worker processes (``make_job(index, rung)``
-            describes the work; each worker takes the next piece as soon as it is idle); results are
-            recorded and decided here as they come.
-        evaluate_checkpoint: (index, checkpoint bytes, split) -> metrics of a worker-trained trial
-            without rebuilding its optimizer (see :func:`~eve_search.engine.trial.evaluate_checkpoint`); the
-            default rebuilds the whole trial.
-        cohort_size: run the configurations as a stream of cohorts of this size, each decided as one
-            synchronous sweep, so that no worker waits at a rung barrier while another cohort has work
-            (see :class:`~eve_search.engine.stream.CohortStream`); None: one cohort of all.
+        on_workers: train each rung's trials on worker processes (:class:`OnWorkers`); None: here.
+        **keywords: fields of :class:`HalvingOptions`, instead of ``options``.
 
     Example:
         >>> import tempfile
@@ -187,31 +243,26 @@ class SynchronousSuccessiveHalving:
         [(30, 3, 1), (90, 1, 0)]
     """
 
-    def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore, *,
-                 rungs: tuple[int, ...] = DEFAULT_RUNGS, fraction: float = PROMOTED_FRACTION, mode: str = "max",
-                 details: Details | None = None,
+    def __init__(self, trials: int, make_trial: Callable[[int], Trial], store: RungStore,
+                 options: HalvingOptions | None = None, *, details: Details | None = None,
                  on_result: Callable[[int, int, float, bool], None] | None = None,
-                 workers: TrialWorkers | None = None, make_job: Callable[[int, int], TrialJob] | None = None,
-                 job_cost: Callable[[int], float] | None = None, keep_bytes: int = KEEP_BYTES,
-                 evaluate_checkpoint: Callable[[int, bytes, str], dict[str, float]] | None = None,
-                 cohort_size: int | None = None) -> None:
+                 on_workers: OnWorkers | None = None, **keywords: Any) -> None:
         check_int("trials", trials, 1)
-        check_int("keep_bytes", keep_bytes, 0)
+        options = options_or_keywords("SynchronousSuccessiveHalving", HalvingOptions, options, keywords)
         self.trials = trials
         self.make_trial = make_trial
         self.store = store
-        self.stream = CohortStream(trials, cohort_size, rungs=rungs, fraction=fraction, mode=mode,
-                                   cost=job_cost if workers is not None else None)
+        self.options = options
+        self.stream = CohortStream(trials, options.cohort_size, rungs=options.rungs, fraction=options.fraction,
+                                   mode=options.mode, cost=None if on_workers is None else on_workers.job_cost)
         self.rungs = self.stream.rungs
         self.details = details
         self.on_result = on_result
-        if workers is not None and make_job is None:
-            raise ValueError("Invalid make_job: None (workers need a job description per trial)")
-        self.workers, self.make_job = workers, make_job  # (job_cost orders the stream's work)
-        self.evaluate_checkpoint = evaluate_checkpoint
-        self.keep_bytes = keep_bytes
-        self._kept = KeptTrials(keep_bytes)  # trials as of their last result
-        self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
+        self.workers = None if on_workers is None else on_workers.workers
+        self.make_job = None if on_workers is None else on_workers.make_job
+        self.evaluate_checkpoint = None if on_workers is None else on_workers.evaluate_checkpoint
+        self.keep_bytes = options.keep_bytes
+        self._kept = KeptTrials(options.keep_bytes)  # trials as of their last result (and which are not saved yet)
         self._defer = callable(getattr(store, "save_checkpoint", None))
         # With workers: which worker keeps each trial it trained (its state crosses only when needed), and
         # the trials each worker may drop (stopped, or moved to another worker), told with its next job.
@@ -230,7 +281,6 @@ class SynchronousSuccessiveHalving:
         another sweep's): the engine then replays it exactly. A directory in the checkpoint's place
         raises :class:`CheckpointError` at once (the trial's next checkpoint could not be written)."""
         if index in self._kept:
-            self._unsaved.discard(index)
             return self._kept.pop(index)
         trial = self.make_trial(index)
         path = self.store.checkpoint_path(index)
@@ -316,9 +366,8 @@ class SynchronousSuccessiveHalving:
             details.update(self.details(trial, metrics))
         evaluated = clock()
         size = trial_bytes(trial) if self._defer else 0
-        if self._defer and self._kept.keep(index, trial, size):  # its checkpoint waits for the rung's decision
+        if self._defer and self._kept.keep(index, trial, size, unsaved=True):  # saved once its rung decides
             checkpoint = None
-            self._unsaved.add(index)
         else:
             checkpoint = _serialized(trial)
         serialized = clock()
@@ -340,12 +389,12 @@ class SynchronousSuccessiveHalving:
     def _save(self, indices: list[int]) -> None:
         """Write the checkpoints of these kept trials that are not written yet, in this order."""
         for index in indices:
-            if index in self._unsaved:
+            if self._kept.is_unsaved(index):
                 start = time.perf_counter()
                 checkpoint = _serialized(self._kept.get(index))
                 self.seconds["serialize"] += time.perf_counter() - start
                 self.store.save_checkpoint(index, checkpoint)
-                self._unsaved.discard(index)
+                self._kept.mark_saved(index)
 
     def _fetch(self, index: int) -> bytes | None:
         """The checkpoint bytes of trial ``index`` from the worker that keeps it (after the work already
@@ -427,7 +476,7 @@ class SynchronousSuccessiveHalving:
         except BaseException:
             last = self.rungs[-1]
             try:
-                self._save(sorted(i for i in self._unsaved if self._kept.get(i).budget < last))
+                self._save([i for i in self._kept.unsaved() if self._kept.get(i).budget < last])
             except Exception:  # noqa: BLE001 the error being raised is the one to report
                 pass
             raise
@@ -531,7 +580,6 @@ class SynchronousSuccessiveHalving:
         for index in decision.stopped:
             if not last:  # the winner may still be asked for (its test metrics)
                 self._kept.pop(index)
-                self._unsaved.discard(index)
         if last:
             for index in decision.stopped:
                 self.store.complete(index, scores[index])

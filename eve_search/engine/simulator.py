@@ -33,12 +33,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from eve_search._checks import InputError, check_int
+from eve_search._checks import InputError, check_int, options_or_keywords
 from eve_search.engine.ledger import RungDecision
 from eve_search.engine.pool import RecordedPool
 from eve_search.engine.stream import CohortStream, Work
 
-__all__ = ["Simulation", "pool_duration", "pool_score", "simulate", "simulate_pool"]
+__all__ = ["PoolSearch", "Simulation", "pool_duration", "pool_score", "simulate", "simulate_pool"]
 
 
 @dataclass
@@ -229,16 +229,12 @@ def pool_duration(pool: RecordedPool, trainer: str, rungs: tuple[int, ...],
                                              positions[work.rung - 1] if work.rung else None)
 
 
-def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: int, cohort_size: int | None = None,
-                  rungs: tuple[int, ...] | None = None, fraction: float = 1 / 3, speculate: bool = False,
-                  order: list[int] | None = None, jitter: float = 0.0, jitter_seed: int = 0,
-                  cost: Callable[[int], float] | None = None) -> Simulation:
-    """:func:`simulate` over a recorded pool: search position ``i`` is the pool's configuration
-    ``order[i]`` (default: the pool's order); ``configs`` of them in cohorts of ``cohort_size``.
+@dataclass(frozen=True, kw_only=True)
+class PoolSearch:
+    """The search :func:`simulate_pool` replays over a recorded pool: workers, the stream of cohorts,
+    the search order and the jitter; it takes this object or its fields as keywords (not both).
 
     Args:
-        pool: the recorded pool.
-        trainer: the trainer whose trajectories are replayed.
         workers: simulated workers.
         configs: configurations searched.
         cohort_size: configurations per cohort (None: one cohort).
@@ -249,6 +245,36 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
         jitter, jitter_seed: as for :func:`simulate`.
         cost: a pool configuration's relative cost per unit (the engine uses its model's parameter
             count), the stream's hint for ordering work (see :class:`~eve_search.engine.stream.CohortStream`).
+
+    Example:
+        >>> PoolSearch(workers=4, configs=48, cohort_size=12).fraction == 1 / 3
+        True
+    """
+
+    workers: int
+    configs: int
+    cohort_size: int | None = None
+    rungs: tuple[int, ...] | None = None
+    fraction: float = 1 / 3
+    speculate: bool = False
+    order: list[int] | None = None
+    jitter: float = 0.0
+    jitter_seed: int = 0
+    cost: Callable[[int], float] | None = None
+
+
+def simulate_pool(pool: RecordedPool, trainer: str, search: PoolSearch | None = None,
+                  **keywords: Any) -> Simulation:
+    """:func:`simulate` over a recorded pool: search position ``i`` is the pool's configuration
+    ``order[i]`` (default: the pool's order); ``configs`` of them in cohorts of ``cohort_size``.
+
+    Args:
+        pool: the recorded pool.
+        trainer: the trainer whose trajectories are replayed.
+        search: the search replayed (:class:`PoolSearch`).
+        **keywords: fields of :class:`PoolSearch` (``workers``, ``configs``, ``cohort_size``, ``rungs``,
+            ``fraction``, ``speculate``, ``order``, ``jitter``, ``jitter_seed``, ``cost``) instead of
+            ``search``.
 
     Returns:
         The :class:`Simulation`.
@@ -261,12 +287,14 @@ def simulate_pool(pool: RecordedPool, trainer: str, *, workers: int, configs: in
         >>> simulate_pool(pool, "adam", workers=2, configs=2).winner
         1
     """
-    rungs = pool.budgets if rungs is None else tuple(rungs)
+    s = options_or_keywords("simulate_pool", PoolSearch, search, keywords)
+    configs, order, cost = s.configs, s.order, s.cost
+    rungs = pool.budgets if s.rungs is None else tuple(s.rungs)
     if configs > (pool.size if order is None else len(order)):
         raise InputError(f"Invalid configs: {configs} (the pool holds {pool.size} configurations)")
     searched = list(range(pool.size)) if order is None else order
     hint = None if cost is None else (lambda index: cost(searched[index]))
-    stream = CohortStream(configs, cohort_size, rungs=rungs, fraction=fraction, mode=pool.mode, speculate=speculate,
-                          cost=hint)
-    return simulate(stream, workers=workers, duration=pool_duration(pool, trainer, rungs, order),
-                    score=pool_score(pool, trainer, rungs, order), jitter=jitter, jitter_seed=jitter_seed)
+    stream = CohortStream(configs, s.cohort_size, rungs=rungs, fraction=s.fraction, mode=pool.mode,
+                          speculate=s.speculate, cost=hint)
+    return simulate(stream, workers=s.workers, duration=pool_duration(pool, trainer, rungs, order),
+                    score=pool_score(pool, trainer, rungs, order), jitter=s.jitter, jitter_seed=s.jitter_seed)

@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from eve_search._checks import InputError
-from eve_search._imports import require
 from eve_search.engine._stores import (
     add_trials,
     create_storage,
@@ -225,7 +224,7 @@ def open_storage(url: str) -> Any:
         ...
         eve_search.engine.store.StoreError: --storage 'nosuchdb://x': ...
     """
-    optuna = require("optuna", "optuna")
+    import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         # The schema of a new store is created under a lock (and retried when another process created
@@ -292,7 +291,7 @@ class SweepStore:
     def __init__(self, storage: str, name: str, configs: list[dict[str, Any]], space: SearchSpace,
                  checkpoint_dir: Path, settings: dict[str, Any], *, direction: str = "maximize",
                  resume: bool, data: dict[str, Any] | None = None) -> None:
-        optuna = require("optuna", "optuna")
+        import optuna
         self._optuna = optuna
         self.url = storage
         self.name = name

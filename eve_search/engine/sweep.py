@@ -38,7 +38,7 @@ from eve_search.engine.ledger import (
     rung_sizes,
 )
 from eve_search.optim import optimizer_names
-from eve_search.engine.sha import RungReport, SynchronousSuccessiveHalving, one_torch_thread
+from eve_search.engine.sha import OnWorkers, RungReport, SynchronousSuccessiveHalving, one_torch_thread
 from eve_search.tasks.spaces import Config, get_space
 from eve_search.engine.store import StoreError, SweepStore, study_name
 from eve_search.data import splits_checksum
@@ -471,12 +471,12 @@ class Sweep:
         store = self.store
         self.store = writer = BackgroundStore(store)
         try:
+            on_workers = None if workers is None else OnWorkers(
+                workers, lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
+                job_cost=self._job_cost(), evaluate_checkpoint=self.evaluate_checkpoint)
             engine = SynchronousSuccessiveHalving(
                 len(self.configs), self.make_trial, writer, rungs=s.rungs, fraction=s.fraction, mode=self.task.mode,
-                details=self.note_best, on_result=on_result, workers=workers,
-                make_job=lambda index, rung: self._job(index, writer.checkpoint_path(index), s.rungs[:rung + 1]),
-                job_cost=self._job_cost(), evaluate_checkpoint=None if workers is None else self.evaluate_checkpoint,
-                cohort_size=s.cohort_size)
+                details=self.note_best, on_result=on_result, on_workers=on_workers, cohort_size=s.cohort_size)
             engine.run()
             result = finish(self, _LocalBackend(engine), trained=state["trained"])
         finally:

@@ -398,24 +398,31 @@ class KeptTrials:
     bytes in all: the one budget rule of the in-process engine, the ``--jobs`` workers and the Optuna
     worker driver.
 
+    A trial kept ``unsaved`` is one whose checkpoint of its last result is not written yet (it waits
+    for its rung's decision): it stays unsaved until :meth:`mark_saved` or until it is no longer kept.
+
     Args:
         budget: the bytes the kept trials may count together (``keep_bytes``; 0 keeps none).
 
     Example:
         >>> kept = KeptTrials(budget=100)
-        >>> kept.keep(0, "trial 0", 60), kept.keep(1, "trial 1", 60), kept.keep(2, "trial 2", 40)
+        >>> kept.keep(0, "trial 0", 60), kept.keep(1, "trial 1", 60), kept.keep(2, "trial 2", 40, unsaved=True)
         (True, False, True)
         >>> sorted(kept), kept.bytes, kept.pop(0), kept.pop(0), kept.bytes
         ([0, 2], 100, 'trial 0', None, 40)
+        >>> kept.unsaved(), kept.is_unsaved(2), kept.mark_saved(2), kept.unsaved()
+        ([2], True, None, [])
     """
 
     def __init__(self, budget: int) -> None:
         self.budget = check_int("keep_bytes", budget, 0)
         self.bytes = 0
         self._trials: dict[int, tuple[Any, int]] = {}
+        self._unsaved: set[int] = set()
 
-    def keep(self, index: int, trial: Any, size: int) -> bool:
-        """Keep ``trial`` as configuration ``index`` (replacing any kept before) if ``size`` more bytes fit.
+    def keep(self, index: int, trial: Any, size: int, *, unsaved: bool = False) -> bool:
+        """Keep ``trial`` as configuration ``index`` (replacing any kept before) if ``size`` more bytes fit;
+        ``unsaved``: its checkpoint is not written yet.
 
         Returns:
             Whether it is kept.
@@ -425,7 +432,21 @@ class KeptTrials:
             return False
         self._trials[index] = (trial, size)
         self.bytes += size
+        if unsaved:
+            self._unsaved.add(index)
         return True
+
+    def mark_saved(self, index: int) -> None:
+        """Trial ``index``'s checkpoint of its last result is written (or need not be)."""
+        self._unsaved.discard(index)
+
+    def is_unsaved(self, index: int) -> bool:
+        """Whether trial ``index`` is kept with its checkpoint not written yet."""
+        return index in self._unsaved
+
+    def unsaved(self) -> list[int]:
+        """The kept trials whose checkpoint is not written yet, in index order."""
+        return sorted(self._unsaved)
 
     def get(self, index: int) -> Any:
         """The kept trial ``index`` (it stays kept), or None.
@@ -442,6 +463,7 @@ class KeptTrials:
         Returns:
             The trial, or None if it was not kept.
         """
+        self._unsaved.discard(index)
         kept = self._trials.pop(index, None)
         if kept is None:
             return None

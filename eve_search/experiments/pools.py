@@ -32,17 +32,18 @@ import datetime
 import os
 import platform
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eve_search._checks import InputError
+from eve_search._checks import InputError, options_or_keywords
 from eve_search.engine.ledger import DEFAULT_RUNGS
 from eve_search.engine.pool import RecordedPool, TrainerRecord, load_pool  # noqa: F401 (load_pool: the examples)
 from eve_search.engine.sweep import Sweep
 from eve_search.experiments.audit import prepare_audit, run_audit
 from eve_search.tasks import Task
 
-__all__ = ["pool_from_audit", "profile_seconds", "record_pool"]
+__all__ = ["PoolOptions", "pool_from_audit", "profile_seconds", "record_pool"]
 
 
 def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
@@ -108,19 +109,13 @@ def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
                         recorded=recorded)
 
 
-def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, configs: int, storage: str,
-                checkpoint_dir: Path, budgets: Sequence[int] = DEFAULT_RUNGS, seed: int = 0,
-                backward_ratio: float | None = 2.0, referee: str = "adam", data_dir: Path | None = None,
-                notes: Mapping[str, Any] | None = None, progress: Any = None) -> RecordedPool:
-    """Train (or resume) every trajectory of the pool, then return it (see :func:`pool_from_audit`).
+@dataclass(frozen=True, kw_only=True)
+class PoolOptions:
+    """What a recorded pool holds: its configurations, budgets, training seed, cost rule, referee, data
+    and notes. :func:`record_pool` takes this object or its fields as keywords (not both).
 
     Args:
-        task: the task, or a registered task's name.
-        space: the search space.
-        trainers: the trainers recorded (the referee among them).
         configs: configurations sampled (configuration seed 0).
-        storage: the results store's URL, where the runs are kept (a killed recording resumes).
-        checkpoint_dir: where unfinished trajectories keep their checkpoints.
         budgets: the rung budgets recorded (default: the paper's).
         seed: the training seed.
         backward_ratio: the pinned backward/forward ratio (default 2: charges that do not depend on
@@ -128,7 +123,35 @@ def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, config
         referee: the trainer whose test score at the last budget judges a pick.
         data_dir: the task's data folder (None: its default).
         notes: free-form notes kept with the pool.
+
+    Example:
+        >>> PoolOptions(configs=512).referee
+        'adam'
+    """
+
+    configs: int
+    budgets: Sequence[int] = DEFAULT_RUNGS
+    seed: int = 0
+    backward_ratio: float | None = 2.0
+    referee: str = "adam"
+    data_dir: Path | None = None
+    notes: Mapping[str, Any] | None = None
+
+
+def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, storage: str, checkpoint_dir: Path,
+                options: PoolOptions | None = None, progress: Any = None, **keywords: Any) -> RecordedPool:
+    """Train (or resume) every trajectory of the pool, then return it (see :func:`pool_from_audit`).
+
+    Args:
+        task: the task, or a registered task's name.
+        space: the search space.
+        trainers: the trainers recorded (the referee among them).
+        storage: the results store's URL, where the runs are kept (a killed recording resumes).
+        checkpoint_dir: where unfinished trajectories keep their checkpoints.
+        options: what the pool holds (:class:`PoolOptions`; ``configs`` has no default).
         progress: the audit's progress callback (see :func:`~eve_search.experiments.audit.run_audit`).
+        **keywords: fields of :class:`PoolOptions` (``configs``, ``budgets``, ``seed``, ``backward_ratio``,
+            ``referee``, ``data_dir``, ``notes``) instead of ``options``.
 
     Returns:
         The :class:`~eve_search.engine.pool.RecordedPool`.
@@ -137,12 +160,13 @@ def record_pool(task: Task | str, space: str, trainers: Sequence[str], *, config
         >>> pool = record_pool("adult", "arch", ["adam", "eve"], configs=512,  # doctest: +SKIP
         ...                    storage="sqlite:///pools/results.db", checkpoint_dir=Path("pools"))
     """
-    names = list(dict.fromkeys([*trainers, referee]))
-    prepared = prepare_audit(task, space, names, [seed], storage=storage, checkpoint_dir=checkpoint_dir,
-                             budgets=budgets, configs=configs, backward_ratio=backward_ratio, data_dir=data_dir,
-                             truth=referee)
+    o = options_or_keywords("record_pool", PoolOptions, options, keywords)
+    names = list(dict.fromkeys([*trainers, o.referee]))
+    prepared = prepare_audit(task, space, names, [o.seed], storage=storage, checkpoint_dir=checkpoint_dir,
+                             budgets=o.budgets, configs=o.configs, backward_ratio=o.backward_ratio,
+                             data_dir=o.data_dir, truth=o.referee)
     run_audit(prepared, progress)
-    return pool_from_audit(prepared, referee, notes=notes)
+    return pool_from_audit(prepared, o.referee, notes=o.notes)
 
 
 def profile_seconds(pool: RecordedPool, *, repeats: int = 3, data_dir: Path | None = None) -> RecordedPool:

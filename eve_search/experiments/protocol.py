@@ -55,7 +55,6 @@ import torch
 from eve_search._checks import InputError, check_int
 from eve_search.analysis.summary import mean_std
 from eve_search.optim.budget import check_backward_ratio, check_cost_mode
-from eve_search._imports import require
 from eve_search.engine._stores import describe_failure, redact, safe_url
 from eve_search.engine.store import StoreError, open_storage
 from eve_search.tasks import Splits, Task, get_task
@@ -337,7 +336,7 @@ class _ProtocolStore:
 
     def __init__(self, url: str, settings: ProtocolSettings, direction: str, *, resume: bool,
                  create: bool = True) -> None:
-        optuna = require("optuna", "optuna")
+        import optuna
         self._optuna = optuna
         self.url, self.name = url, protocol_study_name(settings)
         storage = open_storage(url)

@@ -3,7 +3,9 @@
 - :class:`SynchronousSHAPruner`: for ordinary objectives that ``report`` and ``should_prune``; a rung
   is judged once its whole cohort has reported it (Optuna's ``SuccessiveHalvingPruner`` judges each
   trial against whoever reported before it). Rungs in the objective's steps (``min_resource``,
-  ``reduction_factor``, ``max_resource``), or the paper's in cost units (``rungs=``).
+  ``reduction_factor``, ``max_resource``), or the paper's in cost units (``rungs=``). How it waits
+  and what it is told about the study (``timeout``, ``poll_interval``, ``stall_seconds``, ``n_trials``,
+  ``workers``): :class:`PrunerOptions` (or the same names as keywords).
 - :func:`optimize_in_cohorts`: ``study.optimize`` for that pruner: a cohort's trials alive at once in
   threads, ``n_jobs`` of them training, so a sequential script's rungs are judged among whole cohorts;
   a free turn goes where the stream of cohorts says (a promoted trial of the oldest cohort, else a new
@@ -17,7 +19,7 @@
   keywords).
 - :func:`run_sweep_on_optuna`: the ``eve-search ... --backend optuna --workers N`` backend.
 
-Needs the ``optuna`` extra (``pip install 'eve-search[optuna]'``; PostgreSQL: ``[postgres]``).
+Optuna is a dependency of eve-search (4.3 to 5.0); a PostgreSQL storage needs the ``postgres`` extra.
 
 Steps and rungs:
     A step is whatever your objective passes to ``trial.report(value, step)``: an epoch or an
@@ -77,10 +79,6 @@ What the pruner cannot do:
 
 from __future__ import annotations
 
-from eve_search._imports import require
-
-require("optuna", "optuna")
-
 from eve_search.integrations._optuna_cohorts import optimize_in_cohorts
 from eve_search.integrations._optuna_driver import (
     ShaOptions,
@@ -92,6 +90,7 @@ from eve_search.integrations._optuna_driver import (
 from eve_search.integrations._optuna_pruner import (
     CohortStalledError,
     PartialRungWarning,
+    PrunerOptions,
     RungScheduleWarning,
     SequentialStudyError,
     StaleTrialWarning,
@@ -103,6 +102,7 @@ from eve_search.integrations._optuna_pruner import (
 __all__ = [
     "CohortStalledError",
     "PartialRungWarning",
+    "PrunerOptions",
     "RungScheduleWarning",
     "SequentialStudyError",
     "ShaOptions",

@@ -23,6 +23,7 @@ from eve_search.optim._closure import charged_backward, charged_forward, loss_va
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
     EvEHyperparameters,
+    Layout,
     Population,
     check_hyperparameters,
 )
@@ -121,6 +122,17 @@ def _flat_bounds(bounds: Bounds, params: Sequence[torch.Tensor],
         lowers.append(low)
         uppers.append(high)
     return lowers, uppers
+
+
+def _check_options(hyper: EvEHyperparameters, init: str, anchor: str, meter: Any) -> None:
+    """EvE's optimizer-wide settings, checked before anything is built (one line naming the argument)."""
+    check_hyperparameters(hyper)
+    if init not in INITIALIZATIONS:
+        raise InputError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
+    if anchor not in ("weights", "uniform"):
+        raise InputError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
+    if meter is not None and not isinstance(meter, CostMeter):
+        raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter or None)")
 
 
 def _check_param(p: torch.Tensor, index: int, first: torch.Tensor | None) -> None:
@@ -260,33 +272,13 @@ class EvE(torch.optim.Optimizer):
                                    eps=eps, F=F, gamma=gamma, sigma=sigma,
                                    polynomial_mutation=bool(polynomial_mutation), eta=eta,
                                    population_size=population_size)
-        check_hyperparameters(hyper)
-        if init not in INITIALIZATIONS:
-            raise InputError(f"Invalid init: {init!r} (expected one of {', '.join(INITIALIZATIONS)})")
-        if anchor not in ("weights", "uniform"):
-            raise InputError(f"Invalid anchor: {anchor!r} (expected 'weights' or 'uniform')")
-        if meter is not None and not isinstance(meter, CostMeter):
-            raise TypeError(f"Invalid meter: {meter!r} (expected a CostMeter or None)")
+        _check_options(hyper, init, anchor, meter)
         self._built = False
         super().__init__(params, {"lr": lr, "weight_decay": weight_decay})
-        for index, group in enumerate(self.param_groups):
-            fixed = [key for key in _GLOBAL_OPTIONS if key in group]
-            if fixed:
-                raise InputError(f"Invalid param group {index}: {fixed[0]}={group[fixed[0]]!r} (a group may set "
-                                 "only lr and weight_decay; EvE's other options are one per optimizer)")
         self._hyper = hyper
         self.meter = meter
-        everything = [p for group in self.param_groups for p in group["params"]]
-        keep = [p.requires_grad for p in everything]
-        params = [p for p in everything if p.requires_grad]
-        if not params:
-            raise InputError(f"Invalid params: none of the {len(everything)} parameters requires grad "
-                             "(nothing for EvE to optimize)")
-        first: torch.Tensor | None = None
-        for index, (p, k) in enumerate(zip(everything, keep)):
-            if k:
-                _check_param(p, index, first)
-                first = p if first is None else first
+        everything, keep = self._checked_params()
+        params = [p for p, k in zip(everything, keep) if k]
         self._indices = [index for index, k in enumerate(keep) if k]  # positions among all parameters
         self._frozen = [p for p in everything if not p.requires_grad]
         lower, upper = _flat_bounds(bounds, everything, keep)
@@ -312,7 +304,7 @@ class EvE(torch.optim.Optimizer):
         trainable = set(map(id, params))
         groups = [sum(p.numel() for p in group["params"] if id(p) in trainable) for group in self.param_groups]
         self._population = Population(z, lower, upper, hyper, step_generator, refresh=True, work=self._flat,
-                                      segments=[p.numel() for p in params], groups=groups)
+                                      layout=Layout(segments=[p.numel() for p in params], groups=groups))
         self._population.group_settings = list(self._settings)
         self._lower, self._upper = lower, upper
         # The fallback's gradients go into the child's buffer (free during a burst; see Population.scratch).
@@ -324,6 +316,26 @@ class EvE(torch.optim.Optimizer):
         self._last_reanchor = -2
         self._warned_repeated_reanchor = False
         self._built = True
+
+    def _checked_params(self) -> tuple[list[torch.Tensor], list[bool]]:
+        """Every parameter of the groups, and whether each is trained (requires grad), once the groups
+        set only per-group options and the trained parameters can share one flat vector."""
+        for index, group in enumerate(self.param_groups):
+            fixed = [key for key in _GLOBAL_OPTIONS if key in group]
+            if fixed:
+                raise InputError(f"Invalid param group {index}: {fixed[0]}={group[fixed[0]]!r} (a group may set "
+                                 "only lr and weight_decay; EvE's other options are one per optimizer)")
+        everything = [p for group in self.param_groups for p in group["params"]]
+        keep = [p.requires_grad for p in everything]
+        if not any(keep):
+            raise InputError(f"Invalid params: none of the {len(everything)} parameters requires grad "
+                             "(nothing for EvE to optimize)")
+        first: torch.Tensor | None = None
+        for index, (p, k) in enumerate(zip(everything, keep)):
+            if k:
+                _check_param(p, index, first)
+                first = p if first is None else first
+        return everything, keep
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Refused once EvE is built: its population is one vector over the parameters it was built

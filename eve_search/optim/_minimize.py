@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
-from eve_search._checks import InputError, check_int, with_overrides
+from eve_search._checks import InputError, check_int, options_or_keywords
 from eve_search.optim.budget import CostMeter
 from eve_search.optim._init import INITIALIZATIONS, initial_population, make_generators
 from eve_search.optim._population import (
@@ -38,7 +38,7 @@ Objective = Callable[[torch.Tensor], torch.Tensor]
 class MinimizeOptions:
     """The algorithm settings of :func:`minimize`, checked once; defaults are the paper's synthetic setting.
 
-    Every field can also be passed to :func:`minimize` as a keyword, which overrides the object's value.
+    :func:`minimize` takes this object or its fields as keywords, not both.
 
     Args:
         lr: the Adam fallback's learning rate (>= 0).
@@ -245,7 +245,7 @@ def minimize(
     resample: Callable[[], None] | None = None,
     meter: CostMeter | None = None,
     callback: Callable[[int, float], None] | None = None,
-    **overrides: object,
+    **keywords: object,
 ) -> MinimizeResult:
     """Minimize ``f`` over the box [lower, upper] with EvE until ``budget`` units are charged.
 
@@ -265,8 +265,8 @@ def minimize(
             draw the new batch; the challenged slot is then re-scored on it before anything else.
         meter: a :class:`~eve_search.optim.budget.CostMeter` to charge (default: a new measured one).
         callback: called after every iteration with (iteration, best value so far).
-        **overrides: fields of :class:`MinimizeOptions` (``lr=``, ``n_adam=``, ``init=``...), which
-            replace the ones of ``options``; any other keyword is a TypeError.
+        **keywords: fields of :class:`MinimizeOptions` (``lr=``, ``n_adam=``, ``init=``...) instead of
+            ``options`` (both together are an InputError); any other keyword is a TypeError.
 
     Returns:
         A :class:`MinimizeResult`: the best point ``x`` and its value ``fun``, the units charged
@@ -275,12 +275,17 @@ def minimize(
     Example:
         >>> import torch
         >>> from eve_search import minimize
+        >>> from eve_search.optim.budget import CostMeter
         >>> sphere = lambda x: ((x - 0.5) ** 2).sum(dim=1)
-        >>> result = minimize(sphere, 0.0, 1.0, dim=10, budget=500, seed=0)
-        >>> result.fun < 0.01, result.cost >= 500
-        (True, True)
+        >>> result = minimize(sphere, 0.0, 1.0, dim=10, budget=500, seed=0)  # backward charged by wall time
+        >>> result.cost >= 500
+        True
+        >>> pinned = CostMeter(500, mode="calibrated", backward_ratio=2.0)  # the same run on any machine
+        >>> result = minimize(sphere, 0.0, 1.0, dim=10, budget=500, seed=0, meter=pinned)
+        >>> result.fun < 1e-4, result.cost
+        (True, 502.0)
     """
-    opts = with_overrides("minimize", MinimizeOptions, options, overrides)
+    opts = options_or_keywords("minimize", MinimizeOptions, options, keywords)
     if meter is None:
         meter = CostMeter(budget)
     elif not isinstance(meter, CostMeter):

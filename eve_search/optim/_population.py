@@ -24,7 +24,7 @@ from eve_search.optim._operators import (
     sanitize,
 )
 
-__all__ = ["EvEHyperparameters", "Evaluator", "Population", "check_hyperparameters"]
+__all__ = ["EvEHyperparameters", "Evaluator", "Layout", "Population", "check_hyperparameters"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,21 @@ class EvEHyperparameters:
     polynomial_mutation: bool = False
     eta: float = 20.0
     population_size: int = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a :class:`Population`'s flat vector splits: ``segments``, the lengths that each have their own
+    bounds (None: one segment), and ``groups``, the lengths that each step the Adam fallback with their
+    own (lr, weight_decay) (None: one group).
+
+    Example:
+        >>> Layout(segments=[3, 2]).groups is None
+        True
+    """
+
+    segments: list[int] | None = None
+    groups: list[int] | None = None
 
 
 def _is_number(value: Any) -> bool:
@@ -100,7 +115,8 @@ class Population:
     a vector of that segment's length. Values start at +inf and are filled by the first iteration,
     which scores every slot on the first batch (line 2 of Algorithm 1); from then on, when
     ``refresh`` is true (a minibatch objective), the challenged slot is re-scored on each new batch
-    first (line 6). ``groups`` (contiguous lengths summing to n) splits the Adam fallback into
+    first (line 6). ``layout`` (:class:`Layout`) holds ``segments`` and ``groups``: ``groups``
+    (contiguous lengths summing to n) splits the Adam fallback into
     parameter groups, each stepping with its own (lr, weight_decay) from ``group_settings``, as
     ``torch.optim.Adam`` steps its groups; DE and selection see one vector.
 
@@ -113,8 +129,9 @@ class Population:
     def __init__(self, z: torch.Tensor, lower: torch.Tensor | list[torch.Tensor],
                  upper: torch.Tensor | list[torch.Tensor], hyper: EvEHyperparameters,
                  step_generator: torch.Generator, *, refresh: bool, work: torch.Tensor,
-                 segments: list[int] | None = None, groups: list[int] | None = None) -> None:
+                 layout: Layout = Layout()) -> None:
         size, n = z.shape
+        segments, groups = layout.segments, layout.groups
         self.z = z
         if segments is None:
             segments, lower, upper = [n], [lower], [upper]

@@ -9,7 +9,8 @@ SQLite in write-ahead mode by default, a PostgreSQL URL for a shared store).
 * One study per (task, space, max units, backward ratio), ``kind`` = ``"peer-run-referee"``: the referee's
   scores, one trial per (configuration, referee seed), computed once and reused by every run.
 
-The dashboard reads the same studies (:mod:`eve_search.dashboard._peers`).
+Both are in the record format that :mod:`eve_search.analysis.peer_records` documents; a run is checked
+against it before it is stored, and the dashboard reads the same studies through it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from _peers.problem import Problem, config_key
 
-from eve_search.dashboard._peers import REFEREE_KIND, RUN_KIND
+from eve_search.analysis.peer_records import REFEREE_KIND, RUN_KIND, check_run
 
 __all__ = ["PeerStore"]
 
@@ -65,6 +66,8 @@ class PeerStore:
         """Record a finished run: its trials, then its attributes, ``status`` = ``done`` last."""
         from optuna.trial import TrialState, create_trial
 
+        check_run({**attrs, "status": "done"})
+
         study = self.optuna.create_study(study_name=name, storage=self.storage, direction="maximize")
         distributions = space.distributions()
         for t in trials:
@@ -83,6 +86,7 @@ class PeerStore:
 
     def update_run(self, name: str, attrs: dict[str, Any]) -> None:
         study_id = self.storage.get_study_id_from_name(name)
+        check_run({**self.storage.get_study_user_attrs(study_id), **attrs})
         for key, value in attrs.items():
             self.storage.set_study_user_attr(study_id, key, value)
 

@@ -26,7 +26,7 @@ from eve_search.cli import main
 from tests.hostile import deadline, one_line, peak_memory
 from eve_search.data import IDX_FILES, AdultDataError, IdxError, bundled_adult_dir, load_adult, read_idx
 from eve_search.data._adult import ADULT_SIZES
-from eve_search.data._idx import load_idx_splits, read_idx_dataset
+from eve_search.data import load_idx_splits, read_idx_dataset
 from eve_search.tasks import get_task
 
 MiB = 1 << 20

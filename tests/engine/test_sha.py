@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from eve_search.engine.checkpoint import save_atomically
-from eve_search.engine.sha import SynchronousSuccessiveHalving, trial_bytes
+from eve_search import InputError
+from eve_search.engine.sha import HalvingOptions, OnWorkers, SynchronousSuccessiveHalving, trial_bytes
 from eve_search.engine.trial import Trial
 
 CONFIGS = [{"lr": lr, "weight_decay": 1e-4, "width": 16, "depth": 1}
@@ -117,6 +118,28 @@ def test_trials_kept_in_memory_continue_exactly_as_trials_read_back_from_checkpo
 def test_keep_bytes_must_be_a_whole_number_of_bytes(tmp_path):
     with pytest.raises(ValueError, match=r"Invalid keep_bytes: -1 \(expected an int >= 0\)"):
         engine(FolderStore(tmp_path), keep_bytes=-1)
+
+
+def test_the_engine_takes_its_options_object_or_their_keywords_not_both(tmp_path):
+    options = HalvingOptions(rungs=RUNGS, keep_bytes=0)
+    by_object = SynchronousSuccessiveHalving(9, factory("adam"), FolderStore(tmp_path), options)
+    assert by_object.options == options and by_object.keep_bytes == 0 and by_object.rungs == RUNGS
+    with pytest.raises(InputError, match=r"^Invalid options: given with cohort_size= \(SynchronousSuccessiveHalving\(\) "
+                                         r"takes a HalvingOptions or its fields as keywords, not both\)$"):
+        SynchronousSuccessiveHalving(9, factory("adam"), FolderStore(tmp_path), options, cohort_size=3)
+
+
+def test_kept_trials_know_which_checkpoints_are_not_written_yet():
+    from eve_search.engine.trial import KeptTrials
+
+    kept = KeptTrials(100)
+    assert kept.keep(0, "a", 10, unsaved=True) and kept.keep(1, "b", 10) and kept.keep(2, "c", 10, unsaved=True)
+    assert kept.unsaved() == [0, 2] and kept.is_unsaved(0) and not kept.is_unsaved(1)
+    kept.mark_saved(0)
+    assert kept.unsaved() == [2]
+    assert kept.pop(2) == "c" and kept.unsaved() == []  # a trial no longer kept is not unsaved either
+    assert not kept.keep(3, "d", 200, unsaved=True) and kept.unsaved() == []  # not kept: nothing to save
+    assert kept.keep(1, "b2", 10, unsaved=True) and kept.unsaved() == [1]  # kept again, now unsaved
 
 
 def test_a_killed_sweep_resumes_to_exactly_the_uninterrupted_result(tmp_path):
@@ -336,7 +359,8 @@ def worker_engine(store, workers, optimizer="adam"):
                         backward_ratio=2.0, owner="", checkpoint=str(store.checkpoint_path(index)),
                         budgets=RUNGS[:rung + 1])
 
-    return SynchronousSuccessiveHalving(9, factory(optimizer), store, rungs=RUNGS, workers=workers, make_job=make_job)
+    return SynchronousSuccessiveHalving(9, factory(optimizer), store, rungs=RUNGS,
+                                        on_workers=OnWorkers(workers, make_job))
 
 
 def test_workers_keep_their_trials_and_continue_them_with_the_engines_exact_results(tmp_path, monkeypatch):
@@ -397,8 +421,8 @@ def cohort_engine(store, workers=None, **kwargs):
     if workers is None:
         return engine(store, "adam", cohort_size=3, **kwargs)
     run = worker_engine(store, workers)
-    return SynchronousSuccessiveHalving(9, factory("adam"), store, rungs=RUNGS, workers=workers,
-                                        make_job=run.make_job, cohort_size=3, **kwargs)
+    return SynchronousSuccessiveHalving(9, factory("adam"), store, rungs=RUNGS,
+                                        on_workers=OnWorkers(workers, run.make_job), cohort_size=3, **kwargs)
 
 
 def decided(reports):

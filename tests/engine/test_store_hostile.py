@@ -27,7 +27,8 @@ import torch
 
 from eve_search.engine.checkpoint import CheckpointError, load_state
 from eve_search.cli import main
-from eve_search.integrations._optuna_driver import _settings_attr, run_sha
+from eve_search.integrations._optuna_driver import _settings_attr
+from eve_search.integrations.optuna import run_sha
 from eve_search.engine.ledger import PROMOTED_FRACTION
 from eve_search.engine.store import StoreError
 from eve_search.engine.trial import Trial

@@ -164,7 +164,7 @@ def where_evaluated(model, x, y):
     """The tiny task's metrics, and whether they were computed on the worker's main thread."""
     import threading
 
-    from eve_search.tasks._task import classification_metrics
+    from eve_search.tasks import classification_metrics
 
     return {**classification_metrics(model, x, y),
             "on_main_thread": float(threading.current_thread() is threading.main_thread())}

@@ -168,7 +168,7 @@ def test_two_recordings_from_both_ends_join_into_the_pool_one_recording_makes(ti
 def fashion_pool(tmp_path_factory):
     """Five configurations of the Fashion-MNIST hp space (dropout included) at a tiny budget."""
     pytest.importorskip("eve_search.tasks.mnist")
-    from eve_search.data._idx import FASHION_MNIST_DIR
+    from eve_search.data import FASHION_MNIST_DIR
 
     if not FASHION_MNIST_DIR.exists():
         pytest.skip("the Debian package dataset-fashion-mnist is not installed")

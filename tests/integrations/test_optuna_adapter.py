@@ -45,8 +45,22 @@ def test_a_layout_the_fast_path_does_not_know_turns_it_off(tmp_path, monkeypatch
 
 
 def test_releases_are_compared_by_major_and_minor():
-    assert in_tested_range("4.0.0") and in_tested_range("5.0.3")
-    assert not in_tested_range("3.6.1") and not in_tested_range("5.1.0")
+    assert in_tested_range("4.3.0") and in_tested_range("5.0.3")
+    assert not in_tested_range("4.2.1") and not in_tested_range("5.1.0")
+
+
+def test_the_tested_releases_are_the_ends_of_the_declared_range():
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    from eve_search.integrations._optuna_adapter._version import TESTED, release
+
+    (declared,) = [r.specifier for r in map(Requirement, metadata.requires("eve-search")) if r.name == "optuna"
+                   and r.marker is None]
+    bounds = {s.operator: release(s.version) for s in declared}
+    assert bounds[">="] == TESTED[0]  # the oldest, run by .ci/hosts.sh
+    assert bounds["<"] == (TESTED[1][0], TESTED[1][1] + 1)  # the newest minor, run by the suite
 
 
 def test_trials_added_at_once_are_numbered_after_those_the_study_holds(tmp_path):

@@ -10,7 +10,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from eve_search import CostMeter, EvE
 from eve_search.optim import kaiming_bounds
-from eve_search.optim._population import EvEHyperparameters, Population
+from eve_search.optim._population import EvEHyperparameters, Layout, Population
 
 
 def regression(seed=0, rows=128):
@@ -330,7 +330,7 @@ def test_the_box_maps_give_the_bits_of_their_formulas(dtype):
     n = sum(segments)
     z = torch.rand(4, n, generator=g).to(dtype)
     population = Population(z, lower, upper, EvEHyperparameters(), torch.Generator().manual_seed(0), refresh=True,
-                            work=torch.empty(n, dtype=dtype), segments=segments)
+                            work=torch.empty(n, dtype=dtype), layout=Layout(segments=segments))
     expected = torch.cat([torch.addcmul(low, part, high - low) for part, low, high in
                           zip(z.split(segments, -1), lower, upper)], -1)
     rows = population.to_real(z, out=torch.empty_like(z))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from eve_search import CostMeter, EvE
 from eve_search.optim import ClosureContractError
-from eve_search.optim._population import EvEHyperparameters, Population
+from eve_search.optim._population import EvEHyperparameters, Layout, Population
 
 
 def classification(seed, rows=256):
@@ -508,7 +508,7 @@ def test_each_param_group_steps_with_its_own_lr_and_weight_decay():
     hyper = EvEHyperparameters(n_adam=1, F=0.5, gamma=0.0)
     settings = [(0.1, 0.01), (0.0, 0.0)]
     population = Population(z.clone(), lower, upper, hyper, torch.Generator().manual_seed(0), refresh=False,
-                            work=torch.empty(n, dtype=torch.float64), groups=[2, 1])
+                            work=torch.empty(n, dtype=torch.float64), layout=Layout(groups=[2, 1]))
     population.group_settings = settings
 
     class Quadratic:  # f(x) = |x|^2; the child always loses to the slots, so every iteration falls back

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eve_search import CostMeter, minimize
+from eve_search import CostMeter, InputError, minimize
 from eve_search.optim import MinimizeOptions
 
 
@@ -201,14 +201,15 @@ def test_every_option_as_a_keyword_runs_exactly_as_the_options_object():
     assert _run() == _run(options=MinimizeOptions())
 
 
-def test_the_options_object_is_used_and_a_keyword_overrides_it():
+def test_the_options_object_is_used_and_keywords_with_it_are_one_line_naming_them():
     options = MinimizeOptions(n_adam=0, polynomial_mutation=False)
     without_adam = _run(options=options)
     assert without_adam[3] == 0  # no gradient was taken
     assert without_adam == _run(n_adam=0, polynomial_mutation=False)
-    overridden = _run(options=options, n_adam=3)
-    assert overridden[3] > 0
-    assert overridden == _run(n_adam=3, polynomial_mutation=False)
+    message = ("Invalid options: given with n_adam= (minimize() takes a MinimizeOptions or its fields as "
+               "keywords, not both)")
+    with pytest.raises(InputError, match=f"^{re.escape(message)}$"):
+        _run(options=options, n_adam=3)
     assert options.n_adam == 0  # the object itself is left as it was
 
 
@@ -229,8 +230,6 @@ def test_a_bad_option_is_one_line_naming_it_whether_object_or_keyword(kwargs, me
         MinimizeOptions(**kwargs)
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         minimize(sphere, 0.0, 1.0, dim=3, budget=10, **kwargs)
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        minimize(sphere, 0.0, 1.0, dim=3, budget=10, options=MinimizeOptions(), **kwargs)
 
 
 def test_an_unknown_keyword_or_a_foreign_options_object_is_a_type_error():

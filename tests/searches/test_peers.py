@@ -25,6 +25,7 @@ from _peers.cpu import LostChildren  # noqa: E402 (importable once the script is
 from _peers.problem import Problem, coerce, config_key, ray_param_space  # noqa: E402
 from _peers.store import PeerStore  # noqa: E402
 
+from eve_search import InputError  # noqa: E402
 from eve_search.dashboard import build, render_page  # noqa: E402
 from eve_search.dashboard._peers import goal, peers_section  # noqa: E402
 from eve_search.tasks.spaces import get_space  # noqa: E402
@@ -124,6 +125,8 @@ def test_a_second_call_trains_nothing_and_keeps_every_run(comparison, capsys, mo
     (["--seeds", "3-1"], ["--seeds", "not a seed list"]),
     (["--budget-multipliers", "1,0"], ["--budget-multipliers", "'0'", "(0, 100]"]),
     (["--spaces", "nope"], ["--spaces", "unknown space"]),
+    (["--task", "nope"], ["--task", "'nope'", "fashion-mnist"]),
+    (["--task", "fashion-mnist", "--spaces", "hp"], ["--spaces", "'hp'", "fashion-mnist", "fashion-hp"]),
     (["--min-units", "100", "--max-units", "60"], ["--min-units", "100", "--max-units 60"]),
     (["--configs", "0"], ["--configs", "'0'"]),
     (["--storage", "nosuchdb://x"], ["--storage"]),
@@ -259,7 +262,12 @@ def test_an_interrupted_run_is_run_again_and_a_finished_one_kept(tmp_path):
     config = {"lr": 1e-3, "weight_decay": 1e-5, "width": 256, "depth": 2}
     trial = {"key": "0", "config": config, "reports": {20: 0.8, 40: 0.81}, "units": 40.5, "score": 0.81,
              "complete": True}
-    store.save_run(name, {"kind": "peer-run", "tool": "random", "space": "hp"}, [trial], get_space("hp"))
+    run = {"kind": "peer-run", "task": "adult", "tool": "random", "space": "hp", "seed": 0, "multiplier": 1.0,
+           "charged_units": 40.5, "wall_seconds": 1.0, "referee": None}
+    with pytest.raises(InputError, match="peer run field 'charged_units' is nan; expected a finite number"):
+        store.save_run(name, {**run, "charged_units": float("nan")}, [trial], get_space("hp"))  # refused first
+    assert store.done_run(name) is None
+    store.save_run(name, run, [trial], get_space("hp"))
     assert store.done_run(name)["status"] == "done"
     (frozen,) = optuna.load_study(study_name=name, storage=store.storage).trials
     assert frozen.params == config and frozen.value == 0.81 and frozen.intermediate_values == {20: 0.8, 40: 0.81}

@@ -5,18 +5,17 @@ paper's figures."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["print_protocol_table"]
+__all__ = ["ProtocolTable", "print_protocol_table"]
 
 
-def print_protocol_table(summary: dict[str, Any], *, title: str, metric: str, value: Callable[..., str],
-                         wall: Callable[[Mapping[str, Any], bool], str], wall_column: str, paper_label: str,
-                         paper: Mapping[str, Mapping[str, str]], note: str, tail: str = "", width: int) -> None:
-    """Print ``summary`` (:func:`eve_search.experiments.protocol.summarize`) as a table and its footnote.
+@dataclass(frozen=True, kw_only=True)
+class ProtocolTable:
+    """How a protocol command's table reads: its title, columns, cell formats and footnote.
 
-    Args:
-        summary: the protocol's summary.
+    Attributes:
         title: the table's title.
         metric: the short name in the column headers (``acc``, ``loss``).
         value: formats a metric value, with its standard deviation when one is given.
@@ -28,10 +27,32 @@ def print_protocol_table(summary: dict[str, Any], *, title: str, metric: str, va
         tail: appended after the ratios.
         width: the console width when the output is not a terminal.
     """
+
+    title: str
+    metric: str
+    value: Callable[..., str]
+    wall: Callable[[Mapping[str, Any], bool], str]
+    wall_column: str
+    paper_label: str
+    paper: Mapping[str, Mapping[str, str]]
+    note: str
+    tail: str = ""
+    width: int
+
+
+def print_protocol_table(summary: dict[str, Any], layout: ProtocolTable) -> None:
+    """Print ``summary`` (:func:`eve_search.experiments.protocol.summarize`) as a table and its footnote.
+
+    Args:
+        summary: the protocol's summary.
+        layout: how the table reads (:class:`ProtocolTable`).
+    """
     from rich.console import Console
     from rich.table import Table
 
     s = summary["settings"]
+    title, metric, value, wall, paper = layout.title, layout.metric, layout.value, layout.wall, layout.paper
+    wall_column, paper_label, note, tail = layout.wall_column, layout.paper_label, layout.note, layout.tail
     table = Table(title=title)
     for column in ("optimizer", "lr (val)", "seeds", f"val {metric}", f"test {metric}", wall_column, "wall / EvE",
                    "lr (test)", f"test {metric}", paper_label, f"test {metric}", "wall s"):
@@ -50,7 +71,7 @@ def print_protocol_table(summary: dict[str, Any], *, title: str, metric: str, va
             wall(by_val, several) if by_val else "-", f"{ratio:.2f}x" if ratio else "-",
             f"{test_lr:g}" if test_lr is not None else "-", value(by_test["test"]) if by_test else "-",
             figures["lr"], figures["test"], figures["wall"])
-    console = Console(width=None if Console().is_terminal else width)
+    console = Console(width=None if Console().is_terminal else layout.width)
     console.print(table)
     ratios = summary["backward_ratios"]
     console.print(f"{note} Cost mode {s['cost_mode']}; backward/forward ratios: "

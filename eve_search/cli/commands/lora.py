@@ -20,7 +20,7 @@ from typing import Any
 import eve_search.cli.args as types
 from eve_search.cli._common import check_frozen_ratio, check_weight_decay, storage_url, write_json
 from eve_search.cli.args import UsageError, add_protocol_arguments
-from eve_search.cli.commands._protocol import print_protocol_table
+from eve_search.cli.commands._protocol import ProtocolTable, print_protocol_table
 from eve_search.paper import PAPER_LORA
 
 __all__ = ["PAPER_LORA", "configure_parser", "run"]
@@ -137,8 +137,8 @@ def print_table(summary: dict[str, Any], label: str) -> None:
     """The per-method table: lr chosen on validation, its test loss and wall time; the paper's rule
     (lr chosen on test) and the paper's figures beside it."""
     s = summary["settings"]
-    print_protocol_table(
-        summary, title=f"LoRA protocol: {label}, budget {s['budget']} units, {summary['runs_finished']}/"
+    print_protocol_table(summary, ProtocolTable(
+        title=f"LoRA protocol: {label}, budget {s['budget']} units, {summary['runs_finished']}/"
                        f"{summary['runs_requested']} runs finished (study {summary['study']})",
         metric="loss", value=_loss, wall_column="wall s", paper_label="paper: lr", paper=PAPER_LORA, width=220,
         wall=lambda by_val, several: f"{by_val['wall_seconds']:.2f}" + (
@@ -147,7 +147,7 @@ def print_table(summary: dict[str, Any], label: str) -> None:
              f"validation loss (checked every {s['eval_every']} units), mean +- std over seeds. lr (val): best "
              "mean validation loss over seeds (this package's rule); lr (test): the paper's rule. Wall s: time "
              "inside training to spend the budget.",
-        tail=". Paper: Qwen2.5-1.5B-Instruct on Alpaca, bfloat16, GPU.")
+        tail=". Paper: Qwen2.5-1.5B-Instruct on Alpaca, bfloat16, GPU."))
 
 
 def run(args: argparse.Namespace) -> int:

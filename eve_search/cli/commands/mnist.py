@@ -16,7 +16,7 @@ from typing import Any
 import eve_search.cli.args as types
 from eve_search.cli._common import check_frozen_ratio, check_weight_decay, storage_url, write_json
 from eve_search.cli.args import MAX_MLP_PARAMETERS, UsageError, add_protocol_arguments
-from eve_search.cli.commands._protocol import print_protocol_table
+from eve_search.cli.commands._protocol import ProtocolTable, print_protocol_table
 from eve_search.data._idx import FASHION_MNIST_DIR, VALIDATION_FRACTION, IdxError, load_idx_splits
 from eve_search.paper import PAPER_MNIST
 from eve_search.tasks import Splits, check_batch_size, get_task
@@ -144,15 +144,15 @@ def _pct(value: float | None, sd: float | None = None) -> str:
 
 def print_table(summary: dict[str, Any], label: str) -> None:
     s = summary["settings"]
-    print_protocol_table(
-        summary, title=f"{label}: MLP {784}-{'-'.join([str(s['model']['width'])] * s['model']['depth'])}-10, "
+    print_protocol_table(summary, ProtocolTable(
+        title=f"{label}: MLP {784}-{'-'.join([str(s['model']['width'])] * s['model']['depth'])}-10, "
                        f"budget {s['budget']} units, {summary['runs_finished']}/{summary['runs_requested']} runs "
                        f"finished (study {summary['study']})",
         metric="acc", value=_pct, wall=lambda by_val, several: f"{by_val['wall_seconds']:.1f}",
         wall_column="wall s (budget)", paper_label="paper MNIST: lr", paper=PAPER_MNIST, width=200,
         note=f"Dataset: {label}. Test accuracy: of the weights with the lowest validation loss (checked every "
              f"{s['eval_every']} units). lr (val): best mean validation accuracy over seeds; lr (test): the "
-             "paper's rule. Wall s: time inside training to spend the budget, mean over seeds.")
+             "paper's rule. Wall s: time inside training to spend the budget, mean over seeds."))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,11 +13,19 @@ from eve_search.analysis.audit import (
     top1_regret,
     verdict,
 )
-from eve_search.experiments.audit._core import AuditStore, audit_name, audit_report, prepare_audit, run_audit
+from eve_search.experiments.audit._core import (
+    AuditRunOptions,
+    AuditStore,
+    audit_name,
+    audit_report,
+    prepare_audit,
+    run_audit,
+)
 
 __all__ = [
     "AUDIT_KIND",
     "DEFAULT_BUDGETS",
+    "AuditRunOptions",
     "AuditStore",
     "audit_measures",
     "audit_name",

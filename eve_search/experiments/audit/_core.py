@@ -42,8 +42,11 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from eve_search._checks import options_or_keywords
 
 from eve_search.engine.ledger import (
     PROMOTED_FRACTION,
@@ -64,7 +67,7 @@ from eve_search.tasks import Task, get_task
 
 # The runs; the measures they feed are eve_search.analysis.audit (imported above for the runs and the
 # doctest; the package re-exports both).
-__all__ = ["AuditStore", "audit_name", "audit_report", "prepare_audit", "run_audit"]
+__all__ = ["AuditRunOptions", "AuditStore", "audit_name", "audit_report", "prepare_audit", "run_audit"]
 
 # The runs: one study per (task, space, trainer, seed) ---------------------------------------------
 
@@ -123,10 +126,38 @@ def _stored_settings(settings: SweepSettings) -> dict[str, Any]:
     return values
 
 
+@dataclass(frozen=True, kw_only=True)
+class AuditRunOptions:
+    """What every (trainer, seed) run of an audit shares: the budget grid, the configurations, the cost
+    rule, the data and the reference trainer. :func:`prepare_audit` takes this object or its fields as
+    keywords (not both).
+
+    Args:
+        budgets: the grid of budgets, increasing; the last one is the truth's.
+        configs: how many configurations are drawn from the space.
+        config_seed: the seed of that draw (the same configurations for every trainer and seed).
+        cost_mode: ``"calibrated"`` or ``"measured"``.
+        backward_ratio: pin the calibrated backward/forward ratio instead of measuring it.
+        data_dir: the task's data folder (None: its default data).
+        truth: the reference trainer, noted on every study (None: not noted).
+
+    Example:
+        >>> AuditRunOptions(budgets=(10, 30), configs=3).cost_mode
+        'calibrated'
+    """
+
+    budgets: Sequence[int] = DEFAULT_BUDGETS
+    configs: int = 48
+    config_seed: int = 0
+    cost_mode: str = "calibrated"
+    backward_ratio: float | None = None
+    data_dir: Path | None = None
+    truth: str | None = None
+
+
 def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: Sequence[int], *,
-                  storage: str, checkpoint_dir: Path, budgets: Sequence[int] = DEFAULT_BUDGETS, configs: int = 48,
-                  config_seed: int = 0, cost_mode: str = "calibrated", backward_ratio: float | None = None,
-                  data_dir: Path | None = None, truth: str | None = None) -> dict[tuple[str, int], Sweep]:
+                  storage: str, checkpoint_dir: Path, options: AuditRunOptions | None = None,
+                  **keywords: Any) -> dict[tuple[str, int], Sweep]:
     """Open (or create) every (trainer, seed) study of one space, keyed (trainer, seed), before any
     training: the task's data, the store and the settings are checked here. ``truth`` (the reference
     trainer of this audit) is noted on every study for the dashboard.
@@ -138,13 +169,9 @@ def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: 
         seeds: the training seeds.
         storage: the results store's URL (not in-memory: runs are reopened).
         checkpoint_dir: where unfinished runs keep their checkpoints.
-        budgets: the grid of budgets, increasing; the last one is the truth's.
-        configs: how many configurations are drawn from the space.
-        config_seed: the seed of that draw (the same configurations for every trainer and seed).
-        cost_mode: ``"calibrated"`` or ``"measured"``.
-        backward_ratio: pin the calibrated backward/forward ratio instead of measuring it.
-        data_dir: the task's data folder (None: its default data).
-        truth: the reference trainer, noted on every study (None: not noted).
+        options: the grid, configurations, cost rule, data and truth (:class:`AuditRunOptions`).
+        **keywords: fields of :class:`AuditRunOptions` (``budgets``, ``configs``, ``config_seed``,
+            ``cost_mode``, ``backward_ratio``, ``data_dir``, ``truth``) instead of ``options``.
 
     Returns:
         ``{(trainer, seed): Sweep}``, each sweep's store an :class:`AuditStore`.
@@ -166,9 +193,12 @@ def prepare_audit(task: Task | str, space: str, trainers: Sequence[str], seeds: 
         >>> sorted(prepared)
         [('adam', 0), ('eve', 0)]
     """
+    o = options_or_keywords("prepare_audit", AuditRunOptions, options, keywords)
+    configs, config_seed, cost_mode, backward_ratio, truth = o.configs, o.config_seed, o.cost_mode, \
+        o.backward_ratio, o.truth
     task = get_task(task) if isinstance(task, str) else task
-    budgets = check_rungs(budgets)
-    data = task.data(data_dir)
+    budgets = check_rungs(o.budgets)
+    data = task.data(o.data_dir)
     space_ = get_space(space)
     sample = space_.sample(configs, config_seed)
     prepared: dict[tuple[str, int], Sweep] = {}

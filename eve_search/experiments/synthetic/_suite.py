@@ -44,7 +44,6 @@ import torch
 from torch.optim.adam import adam
 
 from eve_search._checks import InputError
-from eve_search._imports import require
 from eve_search.optim.budget import CostMeter
 from eve_search.optim import minimize
 from eve_search.optim._init import initial_population, make_generators
@@ -253,7 +252,7 @@ class SuiteStore:
     """
 
     def __init__(self, storage: str, budget: float, clock: str = "cpu") -> None:
-        optuna = require("optuna", "optuna")
+        import optuna
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self._optuna = optuna
         self.storage = storage

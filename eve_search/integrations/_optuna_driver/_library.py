@@ -29,18 +29,20 @@ __all__ = ["ShaOptions", "run_sha"]
 
 @dataclass(frozen=True, kw_only=True)
 class ShaOptions(SearchSettings):
-    """The settings of :func:`run_sha` that a study keeps for all its workers, and a worker's polling.
+    """The settings of :func:`run_sha` that a study keeps for all its workers, and a worker's own (its data
+    folder, polling and progress callback).
 
     Built on :class:`~eve_search.engine.sweep.SearchSettings` (the optimizer, seed, rung rule, cost rule and
     cohorts every driver shares), so one from a sweep's settings is
     ``ShaOptions(**settings.search_fields())``. All workers of one study must agree on every field but
-    ``data_dir`` and ``poll_interval``.
+    ``data_dir``, ``poll_interval`` and ``progress``.
 
     Args:
         optimizer, seed, rungs, fraction, cost_mode, backward_ratio, cohort_size: as for
             :class:`~eve_search.engine.sweep.SearchSettings`.
         data_dir: where the task's data is read from (None: the task's default).
         poll_interval: seconds a worker waits when no work item is ready (> 0).
+        progress: called as (phase, rung, reported in the rung, cohort of the rung, best score), or None.
 
     Raises:
         InputError: one line naming the argument, its value and what was expected.
@@ -57,6 +59,7 @@ class ShaOptions(SearchSettings):
 
     data_dir: str | os.PathLike | None = None
     poll_interval: float = 0.2
+    progress: Callable[..., None] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -65,6 +68,8 @@ class ShaOptions(SearchSettings):
         poll = self.poll_interval
         if isinstance(poll, bool) or not isinstance(poll, (int, float)) or not (math.isfinite(poll) and poll > 0):
             raise InputError(f"Invalid poll_interval: {poll!r} (expected a finite number of seconds > 0)")
+        if self.progress is not None and not callable(self.progress):
+            raise InputError(f"Invalid progress: {self.progress!r} (expected a callable or None)")
 
 
 def _options(options: ShaOptions | None, overrides: dict[str, Any]) -> ShaOptions:
@@ -82,7 +87,7 @@ def settings_attr(**values: Any) -> dict[str, Any]:
 
 def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: SearchSpace | str,
             storage: optuna.storages.BaseStorage, checkpoint_dir: str | os.PathLike, options: ShaOptions | None = None,
-            progress: Callable[..., None] | None = None, **fields: Any) -> WorkerReport:
+            **fields: Any) -> WorkerReport:
     """Synchronous successive halving of ``n_trials`` configurations proposed by the study's sampler.
 
     Call it in one process, or in several processes (machines) at once on the same study and storage:
@@ -104,11 +109,12 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
         n_trials: configurations in the study.
         storage: the RDB storage the study lives on (:func:`worker_storage` adds heartbeats and retries).
         checkpoint_dir: folder for the trials' checkpoints.
-        options: the rung, training and polling settings (:class:`ShaOptions`; default: its defaults).
-        progress: called as (phase, rung, reported in the rung, cohort of the rung, best score).
+        options: the rung, training, polling and progress settings (:class:`ShaOptions`; default: its
+            defaults).
         **fields: instead of ``options``, its fields as keywords (``optimizer=``, ``seed=``, ``rungs=``,
             ``fraction=``, ``cost_mode=``, ``backward_ratio=``, ``data_dir=``, ``poll_interval=``,
-            ``cohort_size=``); both at once is an InputError, any other keyword a TypeError.
+            ``cohort_size=``, ``progress=``: called as (phase, rung, reported in the rung, cohort of the
+            rung, best score)); both at once is an InputError, any other keyword a TypeError.
 
     Returns:
         this worker's :class:`WorkerReport`. The results are in the study (``study.best_trial``, the
@@ -154,7 +160,7 @@ def run_sha(study: optuna.Study, task: Task | str, n_trials: int, *, space: Sear
                                                       mode=task.mode, cohort_size=settings.get("cohort_size"),
                                                       poll_interval=opts.poll_interval),
                        make_trial=make_trial, checkpoint_path=lambda index: folder / f"trial-{index:04d}.pt",
-                       details=_best_details(task), progress=progress)
+                       details=_best_details(task), progress=opts.progress)
     return worker.run(offset=os.getpid())
 
 

@@ -106,8 +106,7 @@ class ShaWorker:
         self.progress = progress
         self.report = WorkerReport(worker=settings.name or f"{socket.gethostname()}:{os.getpid()}")
         self._last_stale_check = 0.0
-        self._kept = KeptTrials(settings.keep_bytes)  # trials as of their last result
-        self._unsaved: set[int] = set()  # kept trials whose checkpoint of their last result is not written
+        self._kept = KeptTrials(settings.keep_bytes)  # trials as of their last result (and which are unsaved)
 
     def view(self) -> View:
         """The study as stored now (see :func:`~eve_search.integrations._optuna_driver._view.read_view`)."""
@@ -152,7 +151,6 @@ class ShaWorker:
 
     def _drop(self, index: int) -> Trial | None:
         """Forget a kept trial (its checkpoint unwritten, if it was); returns it."""
-        self._unsaved.discard(index)
         return self._kept.pop(index)
 
     def _load(self, index: int, budget: int) -> Trial:
@@ -186,9 +184,8 @@ class ShaWorker:
                    "wall_seconds": trial.wall_seconds, "backward_passes": trial.meter.backward_passes}
         if self.details is not None:
             details.update(self.details(trial, metrics, best))
-        if rung < len(self.rungs) - 1 and self._kept.keep(index, trial, trial_bytes(trial)):
-            self._unsaved.add(index)  # its checkpoint waits for the rung's decision
-        else:
+        # A kept trial's checkpoint waits for its rung's decision.
+        if rung == len(self.rungs) - 1 or not self._kept.keep(index, trial, trial_bytes(trial), unsaved=True):
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
         # One transaction where it can be (the intermediate value is the commit point), which also puts
         # the trial back in the queue (WAITING).
@@ -203,7 +200,7 @@ class ShaWorker:
             status = view.status(index)
             if status in ("stopped", "complete", "failed"):
                 self._drop(index)
-            elif status == "train" and index in self._unsaved:
+            elif status == "train" and self._kept.is_unsaved(index):
                 self._save_kept(view, index)
 
     def _save_kept(self, view: View | None, index: int) -> None:
@@ -212,7 +209,7 @@ class ShaWorker:
         live = view.live(index) if view is not None else None
         if view is None or (live is not None and max(live.intermediate_values, default=None) == trial.budget):
             save_atomically(trial.to_bytes(), self.checkpoint_path(index))
-        self._unsaved.discard(index)
+        self._kept.mark_saved(index)
 
     def _save_unsaved(self, view: View | None) -> None:
         """On the way out (Ctrl-C, an error): the checkpoints of the kept trials that may train again (as
@@ -224,7 +221,7 @@ class ShaWorker:
         try:
             if view is not None:
                 self._settle(view)
-            for index in sorted(self._unsaved):
+            for index in self._kept.unsaved():
                 self._save_kept(None, index)
         except Exception:  # noqa: BLE001 the error being raised is the one to report
             return

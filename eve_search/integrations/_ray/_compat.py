@@ -34,7 +34,7 @@ __all__ = ["DECLARED_RAY", "TESTED_RAY", "Limit", "actor_starting", "cached_acto
 
 TESTED_RAY = ("2.60",)
 """The Ray minor versions the test suite runs on; a Ray of the declared range outside them is warned about."""
-DECLARED_RAY = ">=2.40"
+DECLARED_RAY = ">=2.60,<2.61"
 """The range of ``pyproject.toml`` (extra ``ray``), used where eve-search's metadata cannot be read."""
 
 
@@ -44,7 +44,7 @@ def supported_ray() -> SpecifierSet:
     """The Ray versions eve-search declares (its ``ray`` extra, from the installed metadata).
 
     Returns:
-        The specifier set, e.g. ``>=2.40``.
+        The specifier set, e.g. ``<2.61,>=2.60``.
 
     Example:
         >>> Version("2.60.0") in supported_ray()
@@ -145,28 +145,32 @@ def cached_actors(tune_controller: Any) -> int:
     return cached if isinstance(cached, int) else 0
 
 
-def has_actor(tune_controller: Any, trial: Any) -> bool:
-    """Whether Tune has granted pending ``trial`` an actor (started, or being constructed)."""
+def _actor_of(tune_controller: Any, trial: Any) -> Any | None:
+    """The actor Tune has granted ``trial`` (started, or being constructed), or None: none granted, or another
+    Tune whose bookkeeping cannot be read."""
     controller = _controller(tune_controller)
     actor = getattr(controller, "_trial_to_actor", {}).get(trial)
     manager = getattr(controller, "_actor_manager", None)
     if actor is None or manager is None:
-        return False
+        return None
     try:
-        return bool(manager.is_actor_started(actor))
+        return actor if manager.is_actor_started(actor) else None
     except (AttributeError, TypeError):  # another Tune
-        return False
+        return None
+
+
+def has_actor(tune_controller: Any, trial: Any) -> bool:
+    """Whether Tune has granted pending ``trial`` an actor (started, or being constructed)."""
+    return _actor_of(tune_controller, trial) is not None
 
 
 def actor_starting(tune_controller: Any, trial: Any) -> bool:
     """Whether Tune is constructing an actor for ``trial`` now (granted its resources, not ready yet)."""
-    controller = _controller(tune_controller)
-    actor = getattr(controller, "_trial_to_actor", {}).get(trial)
-    manager = getattr(controller, "_actor_manager", None)
-    if actor is None or manager is None:
+    actor = _actor_of(tune_controller, trial)
+    if actor is None:
         return False
     try:
-        return bool(manager.is_actor_started(actor)) and actor not in controller._started_actors
+        return actor not in _controller(tune_controller)._started_actors
     except (AttributeError, TypeError):  # another Tune: choose as before
         return False
 

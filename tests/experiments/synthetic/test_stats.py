@@ -10,8 +10,9 @@ from eve_search.experiments.synthetic import (
     holm,
     holm_adjusted,
     one_sided_wilcoxon,
+    win_tie_loss,
 )
-from eve_search.experiments.synthetic._stats import paired_differences, win_tie_loss
+from eve_search.experiments.synthetic._stats import paired_differences
 
 
 def test_holm_matches_a_hand_computed_example():

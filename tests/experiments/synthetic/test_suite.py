@@ -5,13 +5,8 @@ import torch
 
 from eve_search.engine.store import StoreError
 from eve_search.experiments.synthetic import _suite
-from eve_search.experiments.synthetic._suite import (
-    SuiteStore,
-    run_adam,
-    run_eve,
-    run_key,
-    run_suite,
-)
+from eve_search.experiments.synthetic import SuiteStore, run_adam, run_eve, run_suite
+from eve_search.experiments.synthetic._suite import run_key
 
 
 @pytest.fixture()

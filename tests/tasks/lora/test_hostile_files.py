@@ -18,14 +18,9 @@ from hypothesis import strategies as st
 
 from eve_search.cli import main
 from tests.hostile import deadline, one_line, peak_memory
-from eve_search.data._instructions import (
-    INSTRUCTIONS_MAX_BYTES,
-    INSTRUCTIONS_MAX_RECORDS,
-    RECORD_MAX_BYTES,
-    InstructionDataError,
-    load_instructions,
-)
-from eve_search.tasks.lora._model import MODEL_TEXT_MAX_BYTES, LoraModelError, check_model_dir
+from eve_search.data._instructions import INSTRUCTIONS_MAX_BYTES, INSTRUCTIONS_MAX_RECORDS, RECORD_MAX_BYTES
+from eve_search.tasks.lora import InstructionDataError, LoraModelError, load_instructions
+from eve_search.tasks.lora._model import MODEL_TEXT_MAX_BYTES, check_model_dir
 
 MiB = 1 << 20
 GOOD = json.dumps({"instruction": "Say hi.", "output": "hi"})
@@ -100,9 +95,11 @@ def test_a_bad_instruction_file_is_one_line(tmp_path, name):
         refused(path, fragment)
 
 
-def test_the_limits_are_documented_values():
-    assert (INSTRUCTIONS_MAX_BYTES, INSTRUCTIONS_MAX_RECORDS, RECORD_MAX_BYTES) == (128 * MiB, 100_000, MiB)
-    assert INSTRUCTIONS_MAX_RECORDS > 52_002  # Alpaca fits
+def test_the_limits_the_docs_state_are_the_enforced_ones():
+    docs = (Path(__file__).parents[3] / "docs" / "tutorials" / "resuming-and-safety.md").read_text()
+    assert f"`lora --data`: {INSTRUCTIONS_MAX_BYTES // MiB} MiB" in docs
+    assert INSTRUCTIONS_MAX_RECORDS > 52_002  # Alpaca's alpaca_data.json fits
+    assert RECORD_MAX_BYTES < INSTRUCTIONS_MAX_BYTES
 
 
 def test_a_file_larger_than_the_limit_is_refused_before_reading(tmp_path):

@@ -9,10 +9,10 @@ from eve_search.tasks.lora import (
     LoraSettings,
     byte_tokenizer,
     encode_record,
+    load_lora_splits,
     lora_task,
     response_loss,
 )
-from eve_search.tasks.lora._task import load_lora_splits
 from eve_search.tasks import get_task
 
 RECORD = {"instruction": "Reverse the word.", "input": "stone", "output": "enots"}
