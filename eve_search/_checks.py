@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "InputError", "check_int", "options_or_keywords", "with_overrides"]
+__all__ = ["MAX_CONFIGS", "WHY_CONFIGS", "InputError", "check_int", "finite_number", "options_or_keywords",
+           "with_overrides"]
 
 #: The most configurations one sweep samples (``SearchSpace.sample``, ``--configs``): the library's
 #: limit, which the command line reads from here.
@@ -39,6 +41,21 @@ class InputError(ValueError):
 # found as this module's: ``__test__`` keeps it among this module's doctests.)
 InputError.__module__ = "eve_search"
 __test__ = {"InputError": InputError}
+
+
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float when it is a finite int or float (never a bool, never a string); None otherwise.
+
+    The one reading of a number from untrusted data (a stored record, a JSON file): anything else is
+    treated as missing, not coerced.
+
+    Example:
+        >>> [finite_number(v) for v in (3, 2.5, float("nan"), True, "1.0", None)]
+        [3.0, 2.5, None, None, None, None]
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 def check_int(name: str, value: Any, minimum: int, *, types: tuple[type, ...] = (int,), detail: str = "") -> int:

@@ -24,26 +24,31 @@ pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and platfo
 # 3,256 x 256 float activation of the Adult MLP's validation pass) instead of taking them from the heap;
 # faults_per_pass() the minor page faults of one forward pass over 3,256 rows after a warm-up.
 PROBE = textwrap.dedent("""
-    import ctypes, resource, torch
-    from eve_search.tasks.models import mlp
+    import ctypes, functools, resource
     class _Info(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in
                     "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
     _LIBC = ctypes.CDLL(None)
     _LIBC.mallinfo2.restype = _Info
     def own_mapping():
+        import torch
         before = _LIBC.mallinfo2().hblkhd
         block = torch.empty(3256, 256)
         return _LIBC.mallinfo2().hblkhd - before
-    NET = mlp(107, [256, 256], 2, generator=torch.Generator().manual_seed(0))
-    ROWS = torch.randn(3256, 107)
+    @functools.cache
+    def _net_and_rows():  # torch is imported by the probes that use it, not by those that read settings
+        import torch
+        from eve_search.tasks.models import mlp
+        return mlp(107, [256, 256], 2, generator=torch.Generator().manual_seed(0)), torch.randn(3256, 107)
     def faults_per_pass(rounds=20):
+        import torch
+        net, rows = _net_and_rows()
         with torch.inference_mode():
             for _ in range(3):
-                NET(ROWS)
+                net(rows)
             before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             for _ in range(rounds):
-                NET(ROWS)
+                net(rows)
         return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / rounds
 """)
 

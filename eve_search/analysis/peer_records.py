@@ -36,12 +36,11 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from eve_search._checks import InputError
+from eve_search._checks import InputError, finite_number
 
 __all__ = ["REFEREE_FIELDS", "REFEREE_KIND", "RUN_FIELDS", "RUN_KIND", "AnytimePoint", "PeerRun",
            "RefereeScore", "check_run", "read_referee_score", "read_run"]
@@ -167,12 +166,6 @@ class RefereeScore:
     test: float
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _integer(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -183,7 +176,7 @@ def _fits(kind: str, value: Any, required: bool) -> bool:
     if kind == "integer":
         return _integer(value) is not None
     if kind == "number":
-        return _number(value) is not None
+        return finite_number(value) is not None
     if kind == "mapping":
         return isinstance(value, Mapping)
     return isinstance(value, list)
@@ -196,7 +189,7 @@ def _anytime(value: Any) -> tuple[AnytimePoint, ...] | None:
     for point in value:
         if not isinstance(point, Mapping):
             return None
-        numbers = {k: _number(point.get(k)) for k in ("fraction", "wall", "units", "test")}
+        numbers = {k: finite_number(point.get(k)) for k in ("fraction", "wall", "units", "test")}
         if any(v is None for v in numbers.values()):
             return None
         points.append(AnytimePoint(**numbers))
@@ -267,9 +260,9 @@ def read_run(attrs: Mapping[str, Any]) -> PeerRun | None:
     return PeerRun(
         task=attrs["task"], space=attrs["space"], tool=attrs["tool"], seed=attrs["seed"],
         multiplier=float(attrs["multiplier"]), charged_units=float(attrs["charged_units"]),
-        wall_seconds=float(attrs["wall_seconds"]), cpu_seconds=_number(attrs.get("cpu_seconds")),
-        budget_units=_number(attrs.get("budget_units")), test=_number(referee.get("test")),
-        val=_number(referee.get("val")), rank=_integer(attrs.get("rank")), rank_of=_integer(attrs.get("rank_of")),
+        wall_seconds=float(attrs["wall_seconds"]), cpu_seconds=finite_number(attrs.get("cpu_seconds")),
+        budget_units=finite_number(attrs.get("budget_units")), test=finite_number(referee.get("test")),
+        val=finite_number(referee.get("val")), rank=_integer(attrs.get("rank")), rank_of=_integer(attrs.get("rank_of")),
         anytime=_anytime(attrs.get("anytime")) or (), configs=_integer(problem.get("configs")),
         max_units=_integer(problem.get("max_units")), cpus=_integer(attrs.get("cpus")),
         signature=str(attrs.get("signature", "")),

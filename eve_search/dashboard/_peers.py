@@ -26,11 +26,11 @@ Example:
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Mapping
 from typing import Any
 
+from eve_search._checks import finite_number
 from eve_search.analysis.peer_records import REFEREE_KIND, RUN_KIND, read_referee_score, read_run
 from eve_search.dashboard._svg import PALETTE, Point, Series, chart, esc
 
@@ -65,12 +65,6 @@ PACKAGES: dict[str, tuple[str, ...]] = {
     "dehb": ("dehb", "ConfigSpace", "numpy"), "synetune-asha": ("syne-tune",), "synetune-bohb": ("syne-tune",),
     "random": ("eve-search",),
 }
-
-
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _mean_sd(values: list[float]) -> tuple[float | None, float | None]:
@@ -203,7 +197,7 @@ def referee_section(records: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
-    number = _finite(value)
+    number = finite_number(value)
     if number is None:
         return "–"
     if abs(number) >= 1000:
@@ -214,9 +208,9 @@ def _fmt(value: Any, digits: int = 4) -> str:
 
 
 def _pm(mean: Any, sd: Any, digits: int = 4) -> str:
-    if _finite(mean) is None:
+    if finite_number(mean) is None:
         return "–"
-    return f"{_fmt(mean, digits)} ± {_fmt(sd, 2)}" if _finite(sd) is not None else _fmt(mean, digits)
+    return f"{_fmt(mean, digits)} ± {_fmt(sd, 2)}" if finite_number(sd) is not None else _fmt(mean, digits)
 
 
 def _slug(text: str) -> str:
@@ -248,7 +242,7 @@ def _table(group: Mapping[str, Any], table_id: str) -> str:
                  (_pm(r["wall_mean"], r["wall_sd"], 3), r["wall_mean"]), (_pm(r["cpu_mean"], r["cpu_sd"], 3), r["cpu_mean"]),
                  ("; ".join(r["versions"]) or "–", None)]
         rows.append("<tr>" + "".join(
-            f'<td class="num" data-value="{esc(repr(float(v)))}">{esc(text)}</td>' if _finite(v) is not None else
+            f'<td class="num" data-value="{esc(repr(float(v)))}">{esc(text)}</td>' if finite_number(v) is not None else
             f"<td>{esc(text)}</td>" for text, v in cells) + "</tr>")
     notes = sorted({f"{r['label']}: {n}" for r in group["rows"] for n in r["notes"]})
     caption = "Quality against cost per tool (means over search seeds, ± sd)"
@@ -283,14 +277,14 @@ def render_peers(section: Mapping[str, Any]) -> str:
                                           f"{r['label']}: {_pm(r['wall_mean'], r['wall_sd'], 3)} s, test "
                                           f"{_pm(r['test_mean'], r['test_sd'])}")],
                        color=colors[r["tool"]], marker="diamond" if r["tool"].startswith("eve-") else "circle")
-                for r in group["rows"] if _finite(r["test_mean"]) is not None and _finite(r["wall_mean"])]
+                for r in group["rows"] if finite_number(r["test_mean"]) is not None and finite_number(r["wall_mean"])]
         curves = {}
         for x_key, x_label in (("wall", "wall seconds (log scale)"), ("units", "charged units")):
             curves[x_key] = [Series(c["label"], [Point(p[x_key], p["test"], None, p["test_sd"],
                                                        f"{c['label']}: {p['fraction']:.0%} of the budget, "
                                                        f"{_fmt(p[x_key])} {'s' if x_key == 'wall' else 'units'}, "
                                                        f"test {_pm(p['test'], p['test_sd'])}")
-                                                 for p in c["points"] if _finite(p[x_key]) and _finite(p["test"])],
+                                                 for p in c["points"] if finite_number(p[x_key]) and finite_number(p["test"])],
                                     color=colors.get(c["tool"], PALETTE[0]), lines=True)
                              for c in group["anytime"]]
         parts.append('<div class="charts">')

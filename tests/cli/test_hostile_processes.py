@@ -63,8 +63,9 @@ def python(code: str, **kwargs) -> subprocess.CompletedProcess:
                           timeout=HANG_GUARD, check=False, preexec_fn=default_signals, **kwargs)
 
 
-@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]], ids=["in-process", "jobs2"])
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGHUP"])
+# Each signal once and each way of running once: both signals take one handler, and both ways one store.
+@pytest.mark.parametrize(("name", "jobs"), [("SIGTERM", []), ("SIGHUP", ["--jobs", "2"])],
+                         ids=["SIGTERM-in-process", "SIGHUP-jobs2"])
 def test_a_signal_mid_sweep_acts_as_ctrl_c(name, jobs, tmp_path):
     """The signal arrives right after the first rung's decisions are stored, as `kill` or `timeout` would send it."""
     result = python(f"""

@@ -181,18 +181,22 @@ RECORDED_ENVIRONMENT = {"MKL_CBWR": "COMPATIBLE", "ATEN_CPU_CAPABILITY": "avx2",
 
 
 def test_adult_hp_sweep_reproduces_the_recorded_rungs_scores_and_winner(tmp_path):
-    """`eve-search adult --space hp --optimizer eve,adam --backward-ratio 2 --seed 0`: every rung, promotion and
+    """`eve-search adult --space hp --optimizer eve --backward-ratio 2 --seed 0`: every rung, promotion and
     validation accuracy equals the recorded run (tests/fixtures), so a change of engine, task or store that
-    alters any result fails here. It runs in a process of its own, in the recorded numeric environment."""
+    alters any result fails here. It runs in a process of its own, in the recorded numeric environment.
+
+    The recorded run also holds Adam's sweep (`--optimizer eve,adam`); the suite reproduces EvE's, the
+    trainer eve-search ships, at half the time. Adam goes through the same trial, engine and store, which
+    other tests compare bit for bit across backends and worker counts."""
     out = tmp_path / "out.json"
-    command = [sys.executable, "-m", "eve_search.cli", "adult", "--space", "hp", "--optimizer", "eve,adam",
+    command = [sys.executable, "-m", "eve_search.cli", "adult", "--space", "hp", "--optimizer", "eve",
                "--backward-ratio", "2", "--seed", "0", "--workdir", str(tmp_path), "--quiet", "--json", str(out)]
     done = subprocess.run(command, env={**os.environ, **RECORDED_ENVIRONMENT}, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = json.loads((FIXTURES / "adult_hp_seed0_ratio2.json").read_text())["optimizers"]
     document = json.loads(out.read_text())["optimizers"]
-    for optimizer in ("eve", "adam"):
+    for optimizer in ("eve",):
         ours, before = document[optimizer], recorded[optimizer]
         assert [(r["trials"], r["promoted"]) for r in ours["rungs"]] == \
                [(r["trials"], r["promoted"]) for r in before["rungs"]]

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Collection
-from importlib import metadata
 from typing import Any
 
 import ray
-from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
+
+from eve_search._hosts import declared
 
 __all__ = ["DECLARED_RAY", "TESTED_RAY", "Limit", "actor_starting", "cached_actors", "check_ray_version",
            "concurrency_limits", "has_actor", "is_requeued", "resetting_trials", "set_trial_status",
@@ -50,14 +50,7 @@ def supported_ray() -> SpecifierSet:
         >>> Version("2.60.0") in supported_ray()
         True
     """
-    try:
-        for line in metadata.requires("eve-search") or ():
-            requirement = Requirement(line)
-            if requirement.name == "ray":
-                return requirement.specifier
-    except (metadata.PackageNotFoundError, ValueError):
-        pass
-    return SpecifierSet(DECLARED_RAY)
+    return declared("ray", DECLARED_RAY)
 
 
 def check_ray_version(version: str) -> str | None:
