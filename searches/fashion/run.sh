@@ -3,8 +3,11 @@
 # issue 42), from the repository root. Each step resumes where a killed run stopped.
 #   bash searches/fashion/run.sh discriminate   # Adam against itself: 64 configurations x 2 seeds per space
 #   bash searches/fashion/run.sh record         # the pools: 256 configurations x Adam, EvE, SGD per space
-#   bash searches/fashion/run.sh export         # write the pool files from what is recorded so far
+#   bash searches/fashion/run.sh export         # write the pool files from what is recorded so far; PROFILE=R
+#                                               # measures the seconds again, R trajectories per model shape and
+#                                               # trainer (the recording's own seconds include its pauses)
 #   bash searches/fashion/run.sh simulate       # the schedulers over the pools (seconds)
+#   bash searches/fashion/run.sh audit          # the proxy audit of the pools (seconds)
 # One CPU-hour is about 160 trajectories of 3,000 units on one thread here (Adam about 10 s, EvE 12 s).
 set -euo pipefail
 W=${FASHION_WORKDIR:-fashion-runs}
@@ -29,8 +32,10 @@ case "${1:-}" in
   export)
     for space in hp arch; do
       python searches/record_pools.py --task fashion-mnist --space fashion-$space --configs 256 \
-        --trainers adam,eve,sgd_momentum --workdir $W/pool-$space --out $P/fashion-$space.json.gz --export-only
-    done ;;
+        --trainers adam,eve,sgd_momentum --workdir $W/pool-$space --out $P/fashion-$space.json.gz --export-only \
+        --profile "${PROFILE:-0}" &
+    done
+    wait ;;
   simulate)
     for space in hp arch; do
       size=$(python -c "from eve_search.engine.pool import load_pool; print(load_pool('$P/fashion-$space.json.gz').size)")
@@ -39,5 +44,10 @@ case "${1:-}" in
       eve-search bench scale --pool $P/fashion-$space.json.gz --trainer eve --cohort-size 32 --cohorts $((size / 32)) \
         --workers 1,2,16 --json $S/scale-$space-eve.json > $S/scale-$space-eve.md
     done ;;
-  *) echo "usage: bash searches/fashion/run.sh discriminate|record|export|simulate" >&2; exit 2 ;;
+  audit)
+    for space in hp arch; do
+      python searches/audit_pool.py --pool $P/fashion-$space.json.gz --proxies eve,adam,sgd_momentum \
+        --json $S/pool-audit-$space.json > $S/pool-audit-$space.md
+    done ;;
+  *) echo "usage: bash searches/fashion/run.sh discriminate|record|export|simulate|audit" >&2; exit 2 ;;
 esac

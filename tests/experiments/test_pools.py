@@ -192,3 +192,32 @@ def test_a_replayed_fashion_mnist_pool_decides_as_the_real_engine_with_dropout_r
     for budget, _, scores in real:  # a promoted trial resumed from its checkpoint scores as the one trajectory did
         assert all(pool.score(trainer, index, (12, 36).index(budget)) == score for index, score in scores.items())
     assert simulated.winner == engine.winner()
+
+
+def test_a_pools_audit_is_the_audit_of_the_store_it_came_from(tiny_pool):
+    from eve_search.experiments.audit import audit_report
+    from eve_search.experiments.pools import audit_pool
+
+    pool, folder = tiny_pool
+    prepared = prepare_audit("tiny", "tiny", ["adam", "eve"], [0], storage=f"sqlite:///{folder}/runs.db",
+                             checkpoint_dir=folder / "checkpoints", budgets=RUNGS, configs=6, backward_ratio=2.0)
+    stored = audit_report(prepared, ["eve", "adam"], "adam", resamples=200)
+    replayed = audit_pool(pool, ["eve", "adam"], resamples=200)
+
+    def measures(report):  # everything but the charged units, which a pool does not record
+        return {proxy: {budget: {k: v for k, v in row.items() if k != "charged_units"}
+                        for budget, row in entry["budgets"].items()} for proxy, entry in report["proxies"].items()}
+
+    assert measures(replayed) == measures(stored)
+    assert replayed["truth_runs"]["0"]["best_index"] == stored["truth_runs"]["0"]["best_index"]
+    assert replayed["truth_runs"]["0"]["best_config"] == stored["truth_runs"]["0"]["best_config"]
+    assert {p: e["verdict"]["keeps_best"] for p, e in replayed["proxies"].items()} == \
+           {p: e["verdict"]["keeps_best"] for p, e in stored["proxies"].items()}
+
+
+def test_a_pool_audit_of_a_trainer_the_pool_lacks_is_one_line(tiny_pool):
+    from eve_search import InputError
+    from eve_search.experiments.pools import audit_pool
+
+    with pytest.raises(InputError, match=r"^Invalid proxies: 'sgd' \(expected a trainer the pool recorded: adam, eve\)$"):
+        audit_pool(tiny_pool[0], ["sgd"])
