@@ -47,7 +47,9 @@ system-packages:
 demo: install
 	$(BIN)/eve-search adult --space arch
 
-test: install-test system-packages
+# The Python and the Debian packages install side by side (each waits on downloads at its own times).
+test:
+	@$(MAKE) --no-print-directory -j2 install-test system-packages
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 	VENV=$(VENV) bash .ci/hosts.sh
