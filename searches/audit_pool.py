@@ -38,9 +38,9 @@ def table(report: dict) -> str:
     lines.append("")
     for proxy, entry in report["proxies"].items():
         found = entry["verdict"]["keeps_best"]
-        said = "at no budget of the grid" if found is None else \
-            f"from {found['budget']} units ({found['wall_seconds']:,.0f} s for all configurations)"
-        lines.append(f"- {proxy} keeps the true best in its top third {said}.")
+        said = "none" if found is None else \
+            f"{found['budget']} units ({found['wall_seconds']:,.0f} s for all configurations)"
+        lines.append(f"- {proxy}: the cheapest budget at which the true best is in its top third: {said}.")
     return "\n".join(lines)
 
 

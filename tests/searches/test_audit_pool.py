@@ -36,8 +36,8 @@ def test_the_table_says_where_each_trainer_keeps_the_true_best(tmp_path, capsys)
                             "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| adam | 10 | 6 | 1.000 [1.000, 1.000] |" in text and "| sgd | 10 | 6 | -1.000 [-1.000, -1.000] |" in text
-    assert "- adam keeps the true best in its top third from 10 units (6 s for all configurations)." in text
-    assert "- sgd keeps the true best in its top third from 30 units (18 s for all configurations)." in text
+    assert "- adam: the cheapest budget at which the true best is in its top third: 10 units (6 s for all configurations)." in text
+    assert "- sgd: the cheapest budget at which the true best is in its top third: 30 units (18 s for all configurations)." in text
     report = json.loads(out.read_text())
     assert report["configs"] == 6 and report["truth_runs"]["0"]["best_config"] == {"k": 5}
 
