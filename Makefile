@@ -22,11 +22,11 @@ install: $(BIN)/python
 	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e .
 
-# --no-compile: the suite imports a fraction of what Ray and PyTorch ship, and Python compiles that part
-# on first import; compiling every file at install time costs CI more than it saves.
+# Byte-compiled at install (pip's default): where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), a
+# package installed without its .pyc files is compiled again by every process that imports it.
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet --no-compile $(TORCH)
-	$(BIN)/pip install --quiet --no-compile -e ".[ray,postgres,lora,test]"
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e ".[ray,postgres,lora,test]"
 
 # The site's API reference imports every public module, so the build needs the ray and lora extras too.
 # Installs only what is missing: on a machine already set up, `make docs` touches no network.
