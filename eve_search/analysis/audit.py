@@ -30,9 +30,11 @@ __all__ = [
     "KEEP_RATE",
     "REGRET_THRESHOLD",
     "MeasureOptions",
+    "audit_header",
     "audit_measures",
     "budget_table",
     "keeps_true_best",
+    "regret_scale",
     "top1_regret",
     "verdict",
 ]
@@ -71,6 +73,50 @@ class MeasureOptions:
     seed: int = 0
     keep_rate: float = KEEP_RATE
     regret_threshold: float = REGRET_THRESHOLD
+
+
+def regret_scale(metric: str) -> float:
+    """What regrets are multiplied by, so that they read in points for accuracy.
+
+    Args:
+        metric: the task's metric.
+
+    Returns:
+        100 for accuracy (a regret in points), 1 for any other metric (its own units).
+
+    Example:
+        >>> regret_scale("accuracy"), regret_scale("loss")
+        (100.0, 1.0)
+    """
+    return 100.0 if metric == "accuracy" else 1.0
+
+
+def audit_header(run: Mapping[str, Any], truth: str, budgets: Sequence[int], fraction: float,
+                 seeds: Sequence[int], incomplete_seeds: Sequence[int] = ()) -> dict[str, Any]:
+    """The first fields of an audit report, the same whether the runs come from a results store or a
+    recorded pool; :func:`audit_measures` adds the measures.
+
+    Args:
+        run: ``task``, ``space``, ``metric``, ``mode`` and ``configs`` (how many configurations).
+        truth: the reference trainer; ``budgets``: the budgets audited (the last is the truth's).
+        fraction: the promoted share; ``seeds``: the complete seeds; ``incomplete_seeds``: the others.
+
+    Returns:
+        The report's fields before its measures: where the runs come from, the truth, the budgets,
+        the unit of regrets, and empty ``proxies``, ``truth_runs`` and ``noise_floor``.
+
+    Example:
+        >>> header = audit_header({"task": "adult", "space": "arch", "metric": "accuracy", "mode": "max",
+        ...                        "configs": 8}, "adam", [100, 300], 1 / 3, [0])
+        >>> header["regret_unit"], header["truth_budget"], header["noise_floor"]
+        ('points', 300, None)
+    """
+    metric = run["metric"]
+    return {"task": run["task"], "space": run["space"], "metric": metric, "mode": run["mode"],
+            "regret_unit": "points" if regret_scale(metric) == 100 else metric, "truth": truth,
+            "truth_budget": list(budgets)[-1], "budgets": list(budgets), "fraction": fraction,
+            "seeds": list(seeds), "incomplete_seeds": list(incomplete_seeds), "configs": run["configs"],
+            "proxies": {}, "truth_runs": {}, "noise_floor": None}
 
 
 # The measures: small pure functions over {config_index: score} ----------------------------------

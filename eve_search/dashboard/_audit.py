@@ -17,6 +17,7 @@ from eve_search.analysis.audit import (
     KEEP_RATE,
     REGRET_THRESHOLD,
     audit_measures,
+    regret_scale,
 )
 
 __all__ = ["audit_section", "render_audit_section"]
@@ -69,7 +70,7 @@ def _audit_of(group: dict[str, Any]) -> dict[str, Any]:
     truth = next(iter(sorted(group["truths"])), DEFAULT_TRUTH) if len(group["truths"]) == 1 else DEFAULT_TRUTH
     entry = {"task": group["task"], "space": group["space"], "budgets": group["budgets"], "truth": truth,
              "trainers": trainers, "seeds": [], "proxies": {}, "noise_floor": None,
-             "regret_unit": "points" if group["metric"] == "accuracy" else group["metric"]}
+             "regret_unit": "points" if regret_scale(group["metric"]) == 100 else group["metric"]}
     if truth not in trainers:
         entry["note"] = f"no runs of the truth trainer {truth}"
         return entry
@@ -79,7 +80,7 @@ def _audit_of(group: dict[str, Any]) -> dict[str, Any]:
     if not complete:
         entry["note"] = "no seed has finished every run yet"
         return entry
-    scale = 100.0 if group["metric"] == "accuracy" else 1.0
+    scale = regret_scale(group["metric"])
     measures = audit_measures(group["runs"], complete, trainers, truth, group["budgets"], mode=group["mode"],
                               scale=scale, resamples=200)
     entry.update(proxies=measures["proxies"], noise_floor=measures["noise_floor"])

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from eve_search._checks import InputError, options_or_keywords
-from eve_search.analysis.audit import PROMOTED_FRACTION, audit_measures
+from eve_search.analysis.audit import PROMOTED_FRACTION, audit_header, audit_measures, regret_scale
 from eve_search.engine.ledger import DEFAULT_RUNGS
 from eve_search.engine.pool import RecordedPool, TrainerRecord, load_pool  # noqa: F401 (load_pool: the examples)
 from eve_search.engine.sweep import Sweep
@@ -148,7 +148,7 @@ def audit_pool(pool: RecordedPool, proxies: Sequence[str], truth: str | None = N
         if name not in pool.trainers:
             raise InputError(f"Invalid {role}: {name!r} (expected a trainer the pool recorded: "
                              f"{', '.join(sorted(pool.trainers))})")
-    scale = 100.0 if pool.metric == "accuracy" else 1.0
+    scale = regret_scale(pool.metric)
     details = {}
     for trainer in dict.fromkeys([*proxies, truth]):
         record = pool.trainers[trainer]
@@ -158,10 +158,8 @@ def audit_pool(pool: RecordedPool, proxies: Sequence[str], truth: str | None = N
                     for k, budget in enumerate(pool.budgets)}
             for index in range(pool.size)}
     budgets = list(pool.budgets)
-    report: dict[str, Any] = {"task": pool.task, "space": pool.space, "metric": pool.metric, "mode": pool.mode,
-                              "regret_unit": "points" if scale == 100 else pool.metric, "truth": truth,
-                              "truth_budget": budgets[-1], "budgets": budgets, "fraction": fraction,
-                              "seeds": [pool.seed], "incomplete_seeds": [], "configs": pool.size}
+    report = audit_header({"task": pool.task, "space": pool.space, "metric": pool.metric, "mode": pool.mode,
+                           "configs": pool.size}, truth, budgets, fraction, [pool.seed])
     report.update(audit_measures(details, [pool.seed], list(proxies), truth, budgets, mode=pool.mode, scale=scale,
                                  fraction=fraction, resamples=resamples))
     for run in report["truth_runs"].values():

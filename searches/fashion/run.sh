@@ -3,6 +3,7 @@
 # issue 42), from the repository root. Each step resumes where a killed run stopped.
 #   bash searches/fashion/run.sh discriminate   # Adam against itself: 64 configurations x 2 seeds per space
 #   bash searches/fashion/run.sh record         # the pools: 256 configurations x Adam, EvE, SGD per space
+#   bash searches/fashion/run.sh record-from-end  # optional, beside record: trains the pools from their other end
 #   bash searches/fashion/run.sh export         # write the pool files from what is recorded so far; PROFILE=R
 #                                               # measures the seconds again, R trajectories per model shape and
 #                                               # trainer (the recording's own seconds include its pauses)
@@ -29,11 +30,19 @@ case "${1:-}" in
         --workdir $W/pool-$space --json $S/audit-$space.json --quiet > $S/audit-$space.md &
     done
     wait ;;
-  export)
+  record-from-end)  # a second process per space, from the last configuration down (export joins the two)
     for space in hp arch; do
       python searches/record_pools.py --task fashion-mnist --space fashion-$space --configs 256 \
+        --trainers adam,eve,sgd_momentum --budgets 100,300,900,2700,3000 --backward-ratio 2 \
+        --workdir $W/pool-$space-end --out $W/pool-$space-end.json.gz --from-end &
+    done
+    wait ;;
+  export)
+    for space in hp arch; do
+      also=(); if [ -d $W/pool-$space-end ]; then also=(--also $W/pool-$space-end); fi
+      python searches/record_pools.py --task fashion-mnist --space fashion-$space --configs 256 \
         --trainers adam,eve,sgd_momentum --workdir $W/pool-$space --out $P/fashion-$space.json.gz --export-only \
-        --profile "${PROFILE:-0}" &
+        --profile "${PROFILE:-0}" "${also[@]}" &
     done
     wait ;;
   simulate)
@@ -49,5 +58,5 @@ case "${1:-}" in
       python searches/audit_pool.py --pool $P/fashion-$space.json.gz --proxies eve,adam,sgd_momentum \
         --json $S/pool-audit-$space.json > $S/pool-audit-$space.md
     done ;;
-  *) echo "usage: bash searches/fashion/run.sh discriminate|record|export|simulate|audit" >&2; exit 2 ;;
+  *) echo "usage: bash searches/fashion/run.sh discriminate|record|record-from-end|export|simulate|audit" >&2; exit 2 ;;
 esac

@@ -137,3 +137,40 @@ class SlowSearcher(Searcher if Searcher is not None else object):
 
     def on_trial_complete(self, trial_id, result=None, error=False):
         pass
+
+
+def _wait_for(path):
+    """Wait for another process to create ``path`` (an event, not a timer: the test's watchdog ends a hang)."""
+    while not Path(path).exists():
+        time.sleep(0.01)
+
+
+class SlowSavingTrainable(tune.Trainable if tune is not None else object):
+    """A class Trainable whose first checkpoint is still being saved when its cohort is decided: the
+    ``leader`` reports its first step once the ``closer`` trains too, and its save then waits for
+    ``signals/decided`` (written by the driver once the cohort is decided); the ``closer`` reports its
+    first step only once that save has begun. Each step reports when it started (wall clock), and asks
+    for a checkpoint."""
+
+    def setup(self, config):
+        self.step_count = 0
+        self.signals = Path(config["signals"])
+
+    def step(self):
+        started = time.time()
+        self.step_count += 1
+        if self.step_count == 1 and self.config["role"] == "closer":
+            (self.signals / "closer-training").touch()
+            _wait_for(self.signals / "leader-saving")
+        elif self.step_count == 1:
+            _wait_for(self.signals / "closer-training")  # both trials on their actors: the leader will wait idle
+        return {"score": score_at(self.config, self.step_count), "started": started, "should_checkpoint": True}
+
+    def save_checkpoint(self, checkpoint_dir):
+        if self.config["role"] == "leader" and self.step_count == 1:
+            (self.signals / "leader-saving").touch()
+            _wait_for(self.signals / "decided")
+        (Path(checkpoint_dir) / "state.json").write_text(json.dumps({"step": self.step_count}))
+
+    def load_checkpoint(self, checkpoint_dir):
+        self.step_count = json.loads((Path(checkpoint_dir) / "state.json").read_text())["step"]

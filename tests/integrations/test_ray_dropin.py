@@ -315,6 +315,50 @@ def test_a_class_trainable_that_saves_only_its_model(local_ray, tmp_path):
         assert collect.of(trial_id, "training_iteration") == [1, 2, 3]
 
 
+class SaveWatch(tune.Callback):
+    """Signals ``decided`` once the scheduler has decided a rung; takes a while over each save (as a
+    callback that uploads checkpoints does) and records when it was done with each."""
+
+    def __init__(self, scheduler, signals):
+        self.scheduler, self.signals, self.saved = scheduler, signals, {}
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        if self.scheduler.decisions():
+            (self.signals / "decided").touch()
+
+    def on_trial_save(self, iteration, trials, trial, **info):
+        time.sleep(0.2)
+        self.saved.setdefault(trial.trial_id, []).append(time.time())
+
+
+def test_a_trial_promoted_while_its_checkpoint_is_saved_trains_after_the_save(local_ray, tmp_path):
+    # The leader waits at its rung, idle on its actor, with its first checkpoint still being saved when
+    # the closer's result decides the cohort. Its next step must start only once Tune has processed that
+    # save (here the driver is done with a save 0.2 s after it starts on it): Tune takes ready futures in
+    # random order, and a step started earlier could be taken first, leaving the trial RUNNING with no
+    # work (a hang, seen once in CI).
+    from tests.integrations.ray_dropin_trainables import SlowSavingTrainable
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    scheduler = SynchronousSHAScheduler(max_t=3)
+    watch = SaveWatch(scheduler, signals)
+    space = {"role": tune.grid_search(["leader", "closer"]), "signals": str(signals),
+             "quality": tune.sample_from(lambda spec: 0.9 if spec.config.role == "leader" else 0.2)}
+    collect = Collect()
+    tuner = tune.Tuner(SlowSavingTrainable, param_space=space,
+                       tune_config=tune.TuneConfig(scheduler=scheduler, metric="score", mode="max"),
+                       run_config=tune.RunConfig(name="run", storage_path=str(tmp_path), verbose=0,
+                                                 callbacks=[collect, watch]))
+    grid = tuner.fit()
+    assert not grid.errors
+    check_rungs(scheduler, collect)
+    leader = next(r.metrics["trial_id"] for r in grid if r.config["role"] == "leader")
+    assert scheduler.decisions()[0].promoted == [leader]
+    assert collect.of(leader, "training_iteration") == [1, 2, 3]
+    assert collect.of(leader, "started")[1] > watch.saved[leader][0]
+
+
 # Search algorithms and concurrency limits ---------------------------------------------------------------
 
 

@@ -58,7 +58,9 @@ from eve_search.analysis.audit import (  # the measures: pure functions over res
     DEFAULT_BUDGETS,
     KEEP_RATE,
     REGRET_THRESHOLD,
+    audit_header,
     audit_measures,
+    regret_scale,
 )
 from eve_search.tasks.spaces import get_space
 from eve_search.engine.store import SweepStore
@@ -316,10 +318,6 @@ def run_audit(prepared: Mapping[tuple[str, int], Sweep], progress: AuditProgress
 # The report --------------------------------------------------------------------------------------
 
 
-def _scale(task: Task) -> float:
-    return 100.0 if task.metric == "accuracy" else 1.0
-
-
 def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[str], truth: str, *,
                  fraction: float = PROMOTED_FRACTION, keep_rate: float = KEEP_RATE,
                  regret_threshold: float = REGRET_THRESHOLD, resamples: int = 1000) -> dict[str, Any]:
@@ -363,7 +361,7 @@ def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[st
     fraction = check_fraction(fraction)
     any_sweep = next(iter(prepared.values()))
     task, settings = any_sweep.task, any_sweep.settings
-    budgets, mode, scale = list(settings.rungs), task.mode, _scale(task)
+    budgets, mode, scale = list(settings.rungs), task.mode, regret_scale(task.metric)
     seeds = sorted({seed for _, seed in prepared})
     trainers = list(dict.fromkeys([*proxies, truth]))
     details: dict[tuple[str, int], dict[int, dict[int, dict[str, Any]]]] = {}
@@ -375,11 +373,8 @@ def audit_report(prepared: Mapping[tuple[str, int], Sweep], proxies: Sequence[st
             details[(trainer, seed)] = sweep.store.rung_details()
             ok &= len(sweep.store.finished()) == len(sweep.configs)
         (complete if ok else incomplete).append(seed)
-    report: dict[str, Any] = {"task": task.name, "space": settings.space, "metric": task.metric, "mode": mode,
-                              "regret_unit": "points" if scale == 100 else task.metric, "truth": truth,
-                              "truth_budget": budgets[-1], "budgets": budgets, "fraction": fraction,
-                              "seeds": complete, "incomplete_seeds": incomplete, "configs": settings.configs,
-                              "proxies": {}, "truth_runs": {}, "noise_floor": None}
+    report = audit_header({"task": task.name, "space": settings.space, "metric": task.metric, "mode": mode,
+                           "configs": settings.configs}, truth, budgets, fraction, complete, incomplete)
     if not complete:
         return report
     report.update(audit_measures(details, complete, proxies, truth, budgets, mode=mode, scale=scale,

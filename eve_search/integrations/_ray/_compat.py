@@ -24,6 +24,7 @@ from typing import Any
 import ray
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
+from ray.tune.schedulers import TrialScheduler
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
 from eve_search._hosts import declared
@@ -117,10 +118,23 @@ def is_requeued(tune_controller: Any, trial: Any) -> bool:
 
 def train_idle_trial(tune_controller: Any, trial: Any) -> bool:
     """Train a trial left running without work on its actor (a NOOP decision) on to its next result;
-    False where this Tune has no such hook (the caller then pauses it, and resumes it as paused)."""
-    train = getattr(_controller(tune_controller), "_schedule_trial_train", None)
-    if train is None:
+    False where this Tune has no such hook (the caller then pauses it, and resumes it as paused).
+
+    While the checkpoint of the trial's last result is still being saved, Tune holds that result's
+    decision (NOOP) until the save is processed: the decision becomes CONTINUE, and Tune starts the
+    next step then, as for any trial. Starting it at once left a trial running with no work: Tune
+    takes ready futures in random order, and when it took the new step's result before the save, the
+    held NOOP (a later CONTINUE never replaces a held decision) stayed the trial's last word.
+    """
+    controller = _controller(tune_controller)
+    train = getattr(controller, "_schedule_trial_train", None)
+    held = getattr(controller, "_cached_trial_decisions", None)
+    if train is None or not isinstance(held, dict):
         return False
+    if trial.is_saving:
+        if held.get(trial.trial_id) in (None, TrialScheduler.NOOP):
+            held[trial.trial_id] = TrialScheduler.CONTINUE
+        return True  # a held PAUSE or STOP (Tune's own) stands
     train(trial)
     return True
 
