@@ -115,7 +115,7 @@ def _points(rows: Mapping[str, Any], measure: str) -> list[Any]:
         y = row[measure]["mean"]
         low, high = row[measure]["interval"]
         if all(isinstance(v, (int, float)) and math.isfinite(v) for v in (x, y, low, high)) and x > 0:
-            points.append(Point(x, y, yerr=max(high - y, y - low), label=f"{budget} units"))
+            points.append(Point(x, y, y_range=(min(low, y), max(high, y)), label=f"{budget} units"))
     return points
 
 

@@ -66,10 +66,14 @@ class Point:
         x, y: its coordinates.
         xerr, yerr: half-widths of its error bars (None: no bar).
         label: its tooltip text.
+        y_range: the (low, high) ends of an interval that need not be centred on ``y`` (a bootstrap
+            interval of a regret, which cannot go below 0); drawn instead of ``yerr``.
 
     Example:
         >>> Point(1.0, 0.85, yerr=0.01, label="eve, lr 1e-3")
-        Point(x=1.0, y=0.85, xerr=None, yerr=0.01, label='eve, lr 1e-3')
+        Point(x=1.0, y=0.85, xerr=None, yerr=0.01, label='eve, lr 1e-3', y_range=None)
+        >>> Point(300.0, 0.1, y_range=(0.0, 1.9)).y_bar()
+        (0.0, 1.9)
     """
 
     x: float
@@ -77,6 +81,13 @@ class Point:
     xerr: float | None = None
     yerr: float | None = None
     label: str = ""
+    y_range: tuple[float, float] | None = None
+
+    def y_bar(self) -> tuple[float, float] | None:
+        """The (low, high) ends of the point's vertical bar, or None when it has none."""
+        if self.y_range is not None:
+            return self.y_range
+        return (self.y - self.yerr, self.y + self.yerr) if self.yerr else None
 
 
 @dataclass
@@ -233,7 +244,7 @@ def _frame(points: list[Point], o: ChartOptions) -> _Frame:
     left, right, top, bottom = 62, 14, 14, 46
     x_log = o.x_log
     xs = [v for p in points for v in ((p.x - (p.xerr or 0), p.x + (p.xerr or 0)) if not x_log else (p.x,))]
-    ys = [v for p in points for v in (p.y - (p.yerr or 0), p.y + (p.yerr or 0))]
+    ys = [v for p in points for v in (p.y_bar() or (p.y, p.y))]
     if x_log:
         xs += [p.x - p.xerr for p in points if p.xerr and p.x - p.xerr > 0] + [p.x + (p.xerr or 0) for p in points]
     if o.diagonal and points:
@@ -284,9 +295,10 @@ def _series_group(number: int, s: Series, f: _Frame) -> tuple[list[str], int]:
             lo = max(p.x - p.xerr, f.x0) if f.x_log else p.x - p.xerr
             group.append(f'<line class="errorbar" x1="{f.sx(lo):.1f}" y1="{f.sy(p.y):.1f}" '
                          f'x2="{f.sx(p.x + p.xerr):.1f}" y2="{f.sy(p.y):.1f}" stroke="{s.color}"/>')
-        if p.yerr:
-            group.append(f'<line class="errorbar" x1="{f.sx(p.x):.1f}" y1="{f.sy(p.y - p.yerr):.1f}" '
-                         f'x2="{f.sx(p.x):.1f}" y2="{f.sy(p.y + p.yerr):.1f}" stroke="{s.color}"/>')
+        bar = p.y_bar()
+        if bar is not None and bar[0] != bar[1]:
+            group.append(f'<line class="errorbar" x1="{f.sx(p.x):.1f}" y1="{f.sy(bar[0]):.1f}" '
+                         f'x2="{f.sx(p.x):.1f}" y2="{f.sy(bar[1]):.1f}" stroke="{s.color}"/>')
         if s.markers:
             fill = "#fff" if s.hollow else s.color
             group.append(_marker(s.marker, f.sx(p.x), f.sy(p.y), 4.5 if s.marker != "circle" else 3.5, fill,

@@ -23,13 +23,15 @@ case "${1:-}" in
         --json $S/discriminate-$space.json --quiet > $S/discriminate-$space.md &
     done
     wait ;;
-  record)
-    for space in hp arch; do
-      eve-search audit adult --task fashion-mnist --space fashion-$space --proxies eve,adam,sgd_momentum \
+  record)  # trains quietly; once both spaces are done, the same commands read the stores and write the tables
+    record() {
+      eve-search audit adult --task fashion-mnist --space fashion-$1 --proxies eve,adam,sgd_momentum \
         --truth adam --seeds 0 --configs 256 --budgets 100,300,900,2700,3000 --backward-ratio 2 \
-        --workdir $W/pool-$space --json $S/audit-$space.json --quiet > $S/audit-$space.md &
-    done
-    wait ;;
+        --workdir $W/pool-$1 --json $S/audit-$1.json "${@:2}"
+    }
+    for space in hp arch; do record $space --quiet & done
+    wait
+    for space in hp arch; do record $space > $S/audit-$space.md 2> /dev/null; done ;;
   record-from-end)  # a second process per space, from the last configuration down (export joins the two)
     for space in hp arch; do
       python searches/record_pools.py --task fashion-mnist --space fashion-$space --configs 256 \

@@ -1,6 +1,7 @@
 """The dashboard's audit section: built from a store's audit studies, drawn with every string escaped."""
 
 import copy
+import re
 
 import pytest
 
@@ -57,3 +58,20 @@ def test_every_shown_string_is_escaped(records):
             record["user_attrs"]["settings"]["optimizer"] = hostile
     page = render_page(build(changed))
     assert hostile not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+
+def test_each_bar_spans_its_bootstrap_interval_which_need_not_be_centred(records):
+    # A regret's interval is [0, high] around a small mean: a bar of mean +- the larger half-width would
+    # reach below zero, a regret no configuration can have.
+    section = copy.deepcopy(audit_section(records))
+    (audit,) = section["audits"]
+    audit["proxies"]["eve"]["budgets"]["10"]["regret"].update(mean=0.5, interval=[0.0, 8.0])
+    page = render_audit_section(section)
+    regret = page[page.index('id="audit-regret-'):]
+    series = re.search(r'<g class="series" data-series="eve".*?</g>', regret[:regret.index("</svg>")], re.S).group()
+    low, high = (float(v) for v in re.search(r'<line class="errorbar" x1="[-0-9.]+" y1="([-0-9.]+)" '
+                                             r'x2="[-0-9.]+" y2="([-0-9.]+)"', series).groups())
+    marker = float(re.search(r'<circle class="point" cx="[-0-9.]+" cy="([-0-9.]+)"', series).group(1))
+    # In pixels (y grows downwards): the mean sits 0.5/8 of the bar's length above its lower end, 0.
+    assert (low - marker) / (low - high) == pytest.approx(0.5 / 8, abs=0.01)
