@@ -1,4 +1,4 @@
-"""The proxy audit of a recorded pool (eve_search.experiments.pools.audit_pool), as a Markdown table.
+"""The proxy audit of a recorded pool (eve_search.analysis.audit.audit_pool), as a Markdown table.
 
 A pool holds every configuration's score at every rung budget for each trainer, so the audit's
 question (at which budget does each trainer keep the true best in its top third, and at what wall
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from eve_search import InputError
     from eve_search.engine.pool import load_pool
-    from eve_search.experiments.pools import audit_pool
+    from eve_search.analysis.audit import audit_pool
 
     try:
         report = audit_pool(load_pool(args.pool), args.proxies.split(","), args.truth, resamples=args.resamples)

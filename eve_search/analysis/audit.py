@@ -2,7 +2,8 @@
 
 Top-1 regret, whether promotion keeps the true best, the per-budget table and the verdict, and
 :func:`audit_measures` that applies them all. The runs that feed them are
-:mod:`eve_search.experiments.audit`; the dashboard draws them (:mod:`eve_search.dashboard._audit`).
+:mod:`eve_search.experiments.audit`, or a recorded pool (:func:`audit_pool`); the dashboard draws them
+(:mod:`eve_search.dashboard._audit`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from eve_search._checks import options_or_keywords
+from eve_search._checks import InputError, options_or_keywords
 from eve_search.analysis.ranking import agreement
 from eve_search.engine.ledger import (
     DEFAULT_RUNGS,
@@ -23,6 +24,7 @@ from eve_search.engine.ledger import (
     promotion_count,
     rank_order,
 )
+from eve_search.engine.pool import RecordedPool
 
 __all__ = [
     "AUDIT_KIND",
@@ -32,6 +34,7 @@ __all__ = [
     "MeasureOptions",
     "audit_header",
     "audit_measures",
+    "audit_pool",
     "budget_table",
     "keeps_true_best",
     "regret_scale",
@@ -371,4 +374,68 @@ def audit_measures(details: Mapping[tuple[str, int], Mapping[int, Mapping[int, M
     if len(seeds) >= 2:  # the truth against itself under the next training seed: how noisy full training is
         pairs = [(s, seeds[(k + 1) % len(seeds)]) for k, s in enumerate(seeds)]
         report["noise_floor"] = {"pairs": pairs, **budget_table(truths, truths, seeds, pairs=pairs, options=options)}
+    return report
+
+
+# A recorded pool ------------------------------------------------------------------------------------
+
+
+def audit_pool(pool: RecordedPool, proxies: Sequence[str], truth: str | None = None, *,
+               fraction: float = PROMOTED_FRACTION, resamples: int = 1000) -> dict[str, Any]:
+    """The proxy audit of a recorded pool: the measures of ``eve-search audit`` (one training seed, the
+    pool's), read from the pool instead of a results store, so that a recording still in progress (an
+    exported prefix) can be audited while it goes on.
+
+    A grid point's charged units are its budget (the pool records budgets, not charges; a trajectory
+    pinned to a backward ratio is charged its budget to within one step). Everything else is what
+    :func:`eve_search.experiments.audit.audit_report` gives for the store the pool came from.
+
+    Args:
+        pool: the recorded pool.
+        proxies: the pool's trainers measured against the truth.
+        truth: the reference trainer (default: the pool's referee), whose score at the last budget is
+            the truth.
+        fraction: the share a proxy must keep the true best in (default one third).
+        resamples: bootstrap resamples of each interval.
+
+    Returns:
+        The report, shaped like :func:`~eve_search.experiments.audit.audit_report`'s.
+
+    Raises:
+        InputError: a proxy or the truth is not one of the pool's trainers.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> scores = [[0.5, 0.55], [0.7, 0.6], [0.6, 0.65], [0.65, 0.9]]
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 3),
+        ...                     configs=[{"k": k} for k in range(4)], referee="adam",
+        ...                     trainers={"adam": TrainerRecord(score=scores, test=scores, seconds=[[1.0, 3.0]] * 4)})
+        >>> report = audit_pool(pool, ["adam"], resamples=50)
+        >>> report["truth_runs"]["0"]["best_index"], report["proxies"]["adam"]["budgets"]["1"]["keep"]["kept"]
+        (3, 1)
+    """
+    truth = pool.referee if truth is None else truth
+    for role, name in [*(("proxies", p) for p in proxies), ("truth", truth)]:
+        if name not in pool.trainers:
+            raise InputError(f"Invalid {role}: {name!r} (expected a trainer the pool recorded: "
+                             f"{', '.join(sorted(pool.trainers))})")
+    scale = regret_scale(pool.metric)
+    details = {}
+    for trainer in dict.fromkeys([*proxies, truth]):
+        record = pool.trainers[trainer]
+        details[(trainer, pool.seed)] = {
+            index: {budget: {"score": record.score[index][k], "wall_seconds": record.seconds[index][k],
+                             "charged_units": float(budget), "test": {pool.metric: record.test[index][k]}}
+                    for k, budget in enumerate(pool.budgets)}
+            for index in range(pool.size)}
+    budgets = list(pool.budgets)
+    report = audit_header({"task": pool.task, "space": pool.space, "metric": pool.metric, "mode": pool.mode,
+                           "configs": pool.size}, truth, budgets, fraction, [pool.seed])
+    report.update(audit_measures(details, [pool.seed], list(proxies), truth, budgets, mode=pool.mode, scale=scale,
+                                 fraction=fraction, resamples=resamples))
+    for run in report["truth_runs"].values():
+        run["best_config"] = pool.configs[run["best_index"]]
+    for proxy in proxies:
+        total = sum(row[-1] for row in pool.trainers[proxy].seconds)
+        report["proxies"][proxy]["audit_wall_seconds"] = {"mean": total, "total": total}
     return report

@@ -18,6 +18,7 @@ Example:
     (False, True)
 """
 
+from eve_search.dashboard._audit import pool_audit_section
 from eve_search.dashboard._data import (
     PAPER_ADULT_SWEEPS,
     build,
@@ -42,6 +43,7 @@ __all__ = [
     "dashboard_data",
     "esc",
     "fingerprint",
+    "pool_audit_section",
     "read_store",
     "register_kind",
     "register_view",

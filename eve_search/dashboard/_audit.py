@@ -3,24 +3,27 @@
 A built-in section of the dashboard (:mod:`eve_search.dashboard._data` and ``_render`` list it): studies
 whose ``kind`` is ``"audit"`` are grouped by (task, space), the seeds whose runs all finished are
 measured with :func:`~eve_search.analysis.audit.audit_measures`, and each group is drawn as two charts and
-a verdict table. Every string shown is escaped.
+a verdict table. Recorded pools (``eve-search dashboard --pool``) are drawn the same way
+(:func:`pool_audit_section`). Every string shown is escaped.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from eve_search.analysis.audit import (
     KEEP_RATE,
     REGRET_THRESHOLD,
     audit_measures,
+    audit_pool,
     regret_scale,
 )
+from eve_search.engine.pool import RecordedPool
 
-__all__ = ["audit_section", "render_audit_section"]
+__all__ = ["audit_section", "pool_audit_section", "render_audit_section"]
 
 VIEW = "audit"
 DEFAULT_TRUTH = "adam"
@@ -94,6 +97,38 @@ def audit_section(records: list[Mapping[str, Any]]) -> dict[str, Any]:
     return {"title": "Proxy audits", "view": VIEW, "audits": audits}
 
 
+def pool_audit_section(pools: Sequence[RecordedPool], *, resamples: int = 200) -> dict[str, Any]:
+    """The dashboard section of recorded pools: every trainer of each pool against its referee at the
+    last budget (:func:`eve_search.analysis.audit.audit_pool`), drawn as the store's audits are.
+
+    Args:
+        pools: the recorded pools (see :func:`eve_search.engine.pool.load_pool`).
+        resamples: bootstrap resamples of each interval.
+
+    Returns:
+        The section: ``title``, ``view`` (``"audit"``), ``source`` (``"pools"``) and one ``audits`` entry
+        per pool.
+
+    Example:
+        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
+        >>> scores = [[0.5, 0.55], [0.7, 0.6], [0.6, 0.65], [0.65, 0.9]]
+        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 3),
+        ...                     configs=[{"k": k} for k in range(4)], referee="adam",
+        ...                     trainers={"adam": TrainerRecord(score=scores, test=scores, seconds=[[1.0, 3.0]] * 4)})
+        >>> (audit,) = pool_audit_section([pool], resamples=20)["audits"]
+        >>> audit["truth"], audit["trainers"], audit["proxies"]["adam"]["budgets"]["1"]["keep"]["kept"]
+        ('adam', ['adam'], 1)
+    """
+    audits = []
+    for pool in pools:
+        trainers = sorted(pool.trainers)
+        report = audit_pool(pool, trainers, resamples=resamples)
+        entry = {key: report[key] for key in ("task", "space", "budgets", "truth", "seeds", "proxies", "noise_floor",
+                                              "regret_unit")}
+        audits.append({**entry, "trainers": trainers, "configs": pool.size})
+    return {"title": "Proxy audits of recorded pools", "view": VIEW, "source": "pools", "audits": audits}
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -123,7 +158,8 @@ def render_audit_section(section: Mapping[str, Any]) -> str:
     """HTML of the audit section: per (task, space), tau-b and regret against wall seconds, verdicts."""
     from eve_search.dashboard._svg import Series, chart
 
-    parts = [f'<section id="kind-audit"><h2>{_esc(section.get("title", "Proxy audits"))}</h2>'
+    prefix = "pool-audit" if section.get("source") == "pools" else "audit"
+    parts = [f'<section id="kind-{prefix}"><h2>{_esc(section.get("title", "Proxy audits"))}</h2>'
              + '<p class="note">Each proxy trained every configuration once along one trajectory; at each budget its '
              "ranking is compared with the truth (the reference trainer at the last budget), paired by training "
              "seed. Points: budgets of the grid, at the wall seconds the proxy spent over all configurations "
@@ -140,10 +176,10 @@ def render_audit_section(section: Mapping[str, Any]) -> str:
                   for measure in ("tau", "regret")}
         parts.append('<div class="charts">')
         parts.append(chart(series["tau"], title="Kendall tau-b against the truth", x_label="wall seconds (log)",
-                           y_label="tau-b", x_log=True, chart_id=f"audit-tau-{audit['task']}-{audit['space']}"))
+                           y_label="tau-b", x_log=True, chart_id=f"{prefix}-tau-{audit['task']}-{audit['space']}"))
         parts.append(chart(series["regret"], title="Top-1 regret", x_label="wall seconds (log)",
                            y_label=f"regret ({audit['regret_unit']})", x_log=True,
-                           chart_id=f"audit-regret-{audit['task']}-{audit['space']}"))
+                           chart_id=f"{prefix}-regret-{audit['task']}-{audit['space']}"))
         parts.append("</div>")
         rows = []
         for name, entry in audit["proxies"].items():

@@ -486,6 +486,7 @@ def render_page(data: Mapping[str, Any], *, live: bool = False, interval: float 
            "connect-src 'self'; base-uri 'none'; form-action 'none'")
     generated = generated or datetime.now(timezone.utc)
     meta = (f"{data['sweeps']} sweeps, {data['studies']} studies"
+            + (f", {data['pools']} recorded pools" if isinstance(data.get("pools"), int) else "")
             + (f" · store {data['storage']}" if data.get("storage") else "")
             + f" · drawn {generated.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     page = string.Template(asset("page.html")).substitute(

@@ -37,14 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from eve_search._checks import InputError, options_or_keywords
-from eve_search.analysis.audit import PROMOTED_FRACTION, audit_header, audit_measures, regret_scale
 from eve_search.engine.ledger import DEFAULT_RUNGS
 from eve_search.engine.pool import RecordedPool, TrainerRecord, load_pool  # noqa: F401 (load_pool: the examples)
 from eve_search.engine.sweep import Sweep
 from eve_search.experiments.audit import prepare_audit, run_audit
 from eve_search.tasks import Task
 
-__all__ = ["PoolOptions", "audit_pool", "pool_from_audit", "profile_seconds", "record_pool"]
+__all__ = ["PoolOptions", "pool_from_audit", "profile_seconds", "record_pool"]
 
 
 def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
@@ -108,66 +107,6 @@ def pool_from_audit(prepared: Mapping[tuple[str, int], Sweep], referee: str, *,
                         configs=[dict(c) for c in any_sweep.configs[:count]], trainers=records, referee=referee,
                         config_seed=settings.config_seed, seed=settings.seed, backward_ratio=settings.backward_ratio,
                         recorded=recorded)
-
-
-def audit_pool(pool: RecordedPool, proxies: Sequence[str], truth: str | None = None, *,
-               fraction: float = PROMOTED_FRACTION, resamples: int = 1000) -> dict[str, Any]:
-    """The proxy audit of a recorded pool: the measures of ``eve-search audit`` (one training seed, the
-    pool's), read from the pool instead of a results store, so that a recording still in progress (an
-    exported prefix) can be audited while it goes on.
-
-    A grid point's charged units are its budget (the pool records budgets, not charges; a trajectory
-    pinned to a backward ratio is charged its budget to within one step). Everything else is what
-    :func:`~eve_search.experiments.audit.audit_report` gives for the store the pool came from.
-
-    Args:
-        pool: the recorded pool.
-        proxies: the pool's trainers measured against the truth.
-        truth: the reference trainer (default: the pool's referee), whose score at the last budget is
-            the truth.
-        fraction: the share a proxy must keep the true best in (default one third).
-        resamples: bootstrap resamples of each interval.
-
-    Returns:
-        The report, shaped like :func:`~eve_search.experiments.audit.audit_report`'s.
-
-    Raises:
-        InputError: a proxy or the truth is not one of the pool's trainers.
-
-    Example:
-        >>> scores = [[0.5, 0.55], [0.7, 0.6], [0.6, 0.65], [0.65, 0.9]]
-        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 3),
-        ...                     configs=[{"k": k} for k in range(4)], referee="adam",
-        ...                     trainers={"adam": TrainerRecord(score=scores, test=scores, seconds=[[1.0, 3.0]] * 4)})
-        >>> report = audit_pool(pool, ["adam"], resamples=50)
-        >>> report["truth_runs"]["0"]["best_index"], report["proxies"]["adam"]["budgets"]["1"]["keep"]["kept"]
-        (3, 1)
-    """
-    truth = pool.referee if truth is None else truth
-    for role, name in [*(("proxies", p) for p in proxies), ("truth", truth)]:
-        if name not in pool.trainers:
-            raise InputError(f"Invalid {role}: {name!r} (expected a trainer the pool recorded: "
-                             f"{', '.join(sorted(pool.trainers))})")
-    scale = regret_scale(pool.metric)
-    details = {}
-    for trainer in dict.fromkeys([*proxies, truth]):
-        record = pool.trainers[trainer]
-        details[(trainer, pool.seed)] = {
-            index: {budget: {"score": record.score[index][k], "wall_seconds": record.seconds[index][k],
-                             "charged_units": float(budget), "test": {pool.metric: record.test[index][k]}}
-                    for k, budget in enumerate(pool.budgets)}
-            for index in range(pool.size)}
-    budgets = list(pool.budgets)
-    report = audit_header({"task": pool.task, "space": pool.space, "metric": pool.metric, "mode": pool.mode,
-                           "configs": pool.size}, truth, budgets, fraction, [pool.seed])
-    report.update(audit_measures(details, [pool.seed], list(proxies), truth, budgets, mode=pool.mode, scale=scale,
-                                 fraction=fraction, resamples=resamples))
-    for run in report["truth_runs"].values():
-        run["best_config"] = pool.configs[run["best_index"]]
-    for proxy in proxies:
-        total = sum(row[-1] for row in pool.trainers[proxy].seconds)
-        report["proxies"][proxy]["audit_wall_seconds"] = {"mean": total, "total": total}
-    return report
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,13 +47,14 @@ case "${1:-}" in
         --profile "${PROFILE:-0}" "${also[@]}" &
     done
     wait ;;
-  simulate)
+  simulate)  # each search seed searches half the pool (128 of 256), in cohorts of 32 and of 16
     for space in hp arch; do
-      size=$(python -c "from eve_search.engine.pool import load_pool; print(load_pool('$P/fashion-$space.json.gz').size)")
-      eve-search bench scale --pool $P/fashion-$space.json.gz --trainer adam --cohort-size 32 --cohorts $((size / 32)) \
-        --workers 1,2,16 --json $S/scale-$space-adam.json > $S/scale-$space-adam.md
-      eve-search bench scale --pool $P/fashion-$space.json.gz --trainer eve --cohort-size 32 --cohorts $((size / 32)) \
-        --workers 1,2,16 --json $S/scale-$space-eve.json > $S/scale-$space-eve.md
+      for trainer in adam eve; do
+        eve-search bench scale --pool $P/fashion-$space.json.gz --trainer $trainer --cohort-size 32 --cohorts 4 \
+          --workers 1,2,16 --json $S/scale-$space-$trainer.json > $S/scale-$space-$trainer.md
+        eve-search bench scale --pool $P/fashion-$space.json.gz --trainer $trainer --cohort-size 16 --cohorts 8 \
+          --workers 1,2,16 --json $S/scale-$space-$trainer-c16.json > $S/scale-$space-$trainer-c16.md
+      done
     done ;;
   audit)
     for space in hp arch; do

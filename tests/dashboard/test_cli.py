@@ -132,3 +132,60 @@ def test_serve_on_a_taken_port_is_a_usage_error(sweep_store, capsys):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# Recorded pools (--pool) -----------------------------------------------------------------------------------
+
+
+def _pool_file(tmp_path):
+    from eve_search.engine.pool import RecordedPool, TrainerRecord, save_pool
+
+    truth = [[0.1 * k, 0.1 * k + 0.05] for k in range(6)]  # Adam ranks the six configurations 5 > 4 > ... > 0
+    backwards = [[0.6 - 0.1 * k, 0.1 * k] for k in range(6)]  # another trainer, backwards until the last budget
+    pool = RecordedPool(task="toy<b>", space="toy", metric="accuracy", mode="max", budgets=(10, 30),
+                        configs=[{"k": k} for k in range(6)], referee="adam",
+                        trainers={"adam": TrainerRecord(score=truth, test=truth, seconds=[[1.0, 3.0]] * 6),
+                                  "sgd": TrainerRecord(score=backwards, test=backwards, seconds=[[1.0, 3.0]] * 6)})
+    path = tmp_path / "pool.json.gz"
+    save_pool(pool, path)
+    return path
+
+
+def test_a_recorded_pool_is_drawn_as_an_audit_beside_the_store(sweep_store, tmp_path, capsys):
+    url, _ = sweep_store
+    out, exported = tmp_path / "page.html", tmp_path / "page.json"
+    assert main(["dashboard", "--storage", url, "--pool", str(_pool_file(tmp_path)), "--out", str(out),
+                 "--json", str(exported)]) == 0
+    assert "1 pools" in capsys.readouterr().err
+    page = out.read_text()
+    assert "adult-hp-eve-seed0" in page and 'id="kind-pool-audit"' in page and 'id="pool-audit-tau-toy<b>' not in page
+    assert "toy&lt;b&gt; / toy: truth = adam at 30 units" in page  # the pool's strings are escaped too
+    (section,) = [s for s in json.loads(exported.read_text())["sections"] if s.get("source") == "pools"]
+    (audit,) = section["audits"]
+    rows = audit["proxies"]["sgd"]["budgets"]
+    assert audit["trainers"] == ["adam", "sgd"]
+    assert rows["10"]["tau"]["mean"] == pytest.approx(-1.0) and rows["30"]["tau"]["mean"] == pytest.approx(1.0)
+
+
+def test_pools_alone_need_no_store(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no eve-search-runs/ here: the default store is not read
+    assert main(["dashboard", "--pool", str(_pool_file(tmp_path)), "--out", "pools.html"]) == 0
+    assert not (tmp_path / "eve-search-runs").exists() and 'id="kind-pool-audit"' in (tmp_path / "pools.html").read_text()
+
+
+@pytest.mark.parametrize("content, argv_tail, message", [
+    (b'{"kind": "not a pool"}', [], "argument --pool: Invalid pool"),
+    (None, ["--serve"], "argument --pool:"),
+    (None, ["--out", "{pool}"], "is the --pool file"),
+])
+def test_a_bad_pool_is_one_line_exit_2_and_nothing_is_written(tmp_path, capsys, content, argv_tail, message):
+    pool = _pool_file(tmp_path)
+    if content is not None:
+        pool.write_bytes(content)
+    before = pool.read_bytes()
+    argv = [a.replace("{pool}", str(pool)) for a in argv_tail]
+    out = [] if "--out" in argv else ["--out", str(tmp_path / "page.html")]
+    assert main(["dashboard", "--pool", str(pool), *out, *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert pool.read_bytes() == before and not (tmp_path / "page.html").exists()

@@ -196,7 +196,7 @@ def test_a_replayed_fashion_mnist_pool_decides_as_the_real_engine_with_dropout_r
 
 def test_a_pools_audit_is_the_audit_of_the_store_it_came_from(tiny_pool):
     from eve_search.experiments.audit import audit_report
-    from eve_search.experiments.pools import audit_pool
+    from eve_search.analysis.audit import audit_pool
 
     pool, folder = tiny_pool
     prepared = prepare_audit("tiny", "tiny", ["adam", "eve"], [0], storage=f"sqlite:///{folder}/runs.db",
@@ -217,7 +217,7 @@ def test_a_pools_audit_is_the_audit_of_the_store_it_came_from(tiny_pool):
 
 def test_a_pool_audit_of_a_trainer_the_pool_lacks_is_one_line(tiny_pool):
     from eve_search import InputError
-    from eve_search.experiments.pools import audit_pool
+    from eve_search.analysis.audit import audit_pool
 
     with pytest.raises(InputError, match=r"^Invalid proxies: 'sgd' \(expected a trainer the pool recorded: adam, eve\)$"):
         audit_pool(tiny_pool[0], ["sgd"])

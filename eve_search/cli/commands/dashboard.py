@@ -7,6 +7,7 @@ import errno
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from eve_search.cli._common import JSON_SCHEMA_VERSION, OutputError, check_outputs, default_storage, write_output
 from eve_search.cli.args import DEFAULT_WORKDIR, UsageError, add_store_options
@@ -61,6 +62,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, metavar="PATH", help="where to write the page (default: report.html; "
                         "with --serve, only written when given)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the page's data as JSON")
+    parser.add_argument("--pool", type=Path, action="append", default=[], metavar="PATH",
+                        help="also draw the proxy audit of a recorded pool (a .json.gz of searches/pools/; repeat for "
+                        "more); with --pool and no --storage, the page shows only the pools")
     parser.add_argument("--title", default="eve-search results", help="the page's title")
     parser.add_argument("--serve", action="store_true", help="serve the page at http://127.0.0.1:PORT/, redrawn "
                         "from the store as a running sweep records results (Ctrl-C stops)")
@@ -81,6 +85,19 @@ def _write(path: Path, text: str, argument: str) -> None:
         write_output(path, text, argument, kept="; the store is unchanged")
     except OutputError as error:
         raise UsageError(f"eve-search dashboard: {error}") from None
+
+
+def _pools(paths: list[Path]) -> list[Any]:
+    """The recorded pools named by ``--pool``, each checked as it is read (one line naming a bad one)."""
+    from eve_search.engine.pool import PoolError, load_pool
+
+    pools = []
+    for path in paths:
+        try:
+            pools.append(load_pool(path))
+        except PoolError as error:
+            raise UsageError(f"eve-search dashboard: argument --pool: {error}") from None
+    return pools
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,21 +123,28 @@ def run(args: argparse.Namespace) -> int:
         >>> (folder / "page.html").read_text().startswith("<!DOCTYPE html>")
         True
     """
-    from eve_search.dashboard._data import dashboard_data
-    from eve_search.dashboard._render import render_page
+    from eve_search.dashboard import build, dashboard_data, pool_audit_section, render_page
 
     if not args.serve and args.port != 8050:
         raise UsageError(f"eve-search dashboard: argument --port: {args.port} only applies with --serve")
-    storage = default_storage(args)
+    if args.serve and args.pool:
+        raise UsageError(f"eve-search dashboard: argument --pool: {str(args.pool[0])!r} cannot be served (a pool "
+                         "file does not change; --serve redraws a store as it changes: write the page with --out)")
+    storage = default_storage(args) if args.storage or not args.pool else None
     out = _writable(args.out, "--out") if args.out else (None if args.serve else Path("report.html"))
     if args.json:
         _writable(args.json, "--json")
     # Neither the page nor --json may overwrite the store, its -wal/-shm, a checkpoint or each other.
     check_outputs(args, {"--out": out, "--json": args.json})
-    data = dashboard_data(storage)  # also checks the store before a server starts
+    pools = _pools(args.pool)  # read (and checked) before anything is written
+    data = dashboard_data(storage) if storage is not None else build([])  # also checks the store before a server starts
+    if pools:
+        data["sections"].append(pool_audit_section(pools))
+        data["pools"] = len(pools)
     if out is not None:
         _write(out, render_page(data, title=args.title), "--out")
-        print(f"wrote {out} ({data['sweeps']} sweeps, {data['studies']} studies)", file=sys.stderr)
+        pooled = f", {len(pools)} pools" if pools else ""
+        print(f"wrote {out} ({data['sweeps']} sweeps, {data['studies']} studies{pooled})", file=sys.stderr)
     if args.json:
         _write(args.json, json.dumps({"schema": "eve-search/dashboard", "schema_version": JSON_SCHEMA_VERSION, **data},
                                      indent=1, allow_nan=False), "--json")
