@@ -81,7 +81,9 @@ def check_outputs(args: argparse.Namespace, outputs: dict[str, Path | None] | No
         database.parent / "checkpoints" if database is not None else None)
     inputs = [(option, getattr(args, dest)) for dest, option in _INPUT_OPTIONS
               if isinstance(getattr(args, dest, None), Path)]
-    inputs += [("--pool", pool) for pool in getattr(args, "pool", None) or [] if isinstance(pool, Path)]
+    pools = getattr(args, "pool", None)  # one path (bench scale) or a list of them (dashboard)
+    inputs += [("--pool", pool) for pool in ([pools] if isinstance(pools, Path) else pools or [])
+               if isinstance(pool, Path)]
     # A --plugin given as a file is read too (a module name is looked up on the import path).
     inputs += [("--plugin", Path(plugin)) for plugin in getattr(args, "plugin", None) or []
                if isinstance(plugin, str) and (plugin.endswith(".py") or os.sep in plugin)]

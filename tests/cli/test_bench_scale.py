@@ -67,6 +67,14 @@ def test_bad_arguments_are_one_line_and_exit_2(pool_file, tmp_path, capsys, monk
     assert len(err.splitlines()) == 1 and all(word in err for word in words), err
 
 
+def test_no_output_may_overwrite_the_pool(pool_file, capsys):
+    before = pool_file.read_bytes()
+    assert main(["bench", "scale", "--pool", str(pool_file), "--json", str(pool_file)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--json" in err and "is the --pool file" in err, err
+    assert pool_file.read_bytes() == before
+
+
 def test_a_tampered_pool_is_one_line(tmp_path, capsys):
     path = tmp_path / "pool.json"
     path.write_text(json.dumps({"format": "eve-search-pool", "version": 1, "configs": [{}], "budgets": [1],
