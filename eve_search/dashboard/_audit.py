@@ -110,14 +110,15 @@ def pool_audit_section(pools: Sequence[RecordedPool], *, resamples: int = 200) -
         per pool.
 
     Example:
-        >>> from eve_search.engine.pool import RecordedPool, TrainerRecord
-        >>> scores = [[0.5, 0.55], [0.7, 0.6], [0.6, 0.65], [0.65, 0.9]]
-        >>> pool = RecordedPool(task="toy", space="toy", metric="accuracy", mode="max", budgets=(1, 3),
-        ...                     configs=[{"k": k} for k in range(4)], referee="adam",
-        ...                     trainers={"adam": TrainerRecord(score=scores, test=scores, seconds=[[1.0, 3.0]] * 4)})
-        >>> (audit,) = pool_audit_section([pool], resamples=20)["audits"]
-        >>> audit["truth"], audit["trainers"], audit["proxies"]["adam"]["budgets"]["1"]["keep"]["kept"]
-        ('adam', ['adam'], 1)
+        >>> from eve_search.engine import pool as pools
+        >>> curves = [[0.2, 0.3], [0.4, 0.8], [0.1, 0.2]]  # three learning rates, at 10 and 30 units
+        >>> adam = pools.TrainerRecord(score=curves, test=curves, seconds=[[2.0, 6.0]] * 3)
+        >>> lrs = pools.RecordedPool(task="demo", space="lr", metric="accuracy", mode="max", budgets=(10, 30),
+        ...                          configs=[{"lr": 1e-3}, {"lr": 1e-2}, {"lr": 1e-1}], referee="adam",
+        ...                          trainers={"adam": adam})
+        >>> (audit,) = pool_audit_section([lrs], resamples=20)["audits"]
+        >>> audit["space"], audit["trainers"], audit["proxies"]["adam"]["budgets"]["10"]["tau"]["mean"]
+        ('lr', ['adam'], 1.0)
     """
     audits = []
     for pool in pools:
