@@ -38,6 +38,7 @@ __all__ = [
     "budget_table",
     "keeps_true_best",
     "regret_scale",
+    "regret_unit",
     "top1_regret",
     "verdict",
 ]
@@ -94,6 +95,22 @@ def regret_scale(metric: str) -> float:
     return 100.0 if metric == "accuracy" else 1.0
 
 
+def regret_unit(metric: str) -> str:
+    """The unit regrets are given in once scaled by :func:`regret_scale`.
+
+    Args:
+        metric: the task's metric.
+
+    Returns:
+        ``"points"`` for accuracy, the metric's own name otherwise.
+
+    Example:
+        >>> regret_unit("accuracy"), regret_unit("loss")
+        ('points', 'loss')
+    """
+    return "points" if regret_scale(metric) == 100 else metric
+
+
 def audit_header(run: Mapping[str, Any], truth: str, budgets: Sequence[int], fraction: float,
                  seeds: Sequence[int], incomplete_seeds: Sequence[int] = ()) -> dict[str, Any]:
     """The first fields of an audit report, the same whether the runs come from a results store or a
@@ -116,7 +133,7 @@ def audit_header(run: Mapping[str, Any], truth: str, budgets: Sequence[int], fra
     """
     metric = run["metric"]
     return {"task": run["task"], "space": run["space"], "metric": metric, "mode": run["mode"],
-            "regret_unit": "points" if regret_scale(metric) == 100 else metric, "truth": truth,
+            "regret_unit": regret_unit(metric), "truth": truth,
             "truth_budget": list(budgets)[-1], "budgets": list(budgets), "fraction": fraction,
             "seeds": list(seeds), "incomplete_seeds": list(incomplete_seeds), "configs": run["configs"],
             "proxies": {}, "truth_runs": {}, "noise_floor": None}

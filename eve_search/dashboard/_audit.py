@@ -20,6 +20,7 @@ from eve_search.analysis.audit import (
     audit_measures,
     audit_pool,
     regret_scale,
+    regret_unit,
 )
 from eve_search.engine.pool import RecordedPool
 
@@ -73,7 +74,7 @@ def _audit_of(group: dict[str, Any]) -> dict[str, Any]:
     truth = next(iter(sorted(group["truths"])), DEFAULT_TRUTH) if len(group["truths"]) == 1 else DEFAULT_TRUTH
     entry = {"task": group["task"], "space": group["space"], "budgets": group["budgets"], "truth": truth,
              "trainers": trainers, "seeds": [], "proxies": {}, "noise_floor": None,
-             "regret_unit": "points" if regret_scale(group["metric"]) == 100 else group["metric"]}
+             "regret_unit": regret_unit(group["metric"])}
     if truth not in trainers:
         entry["note"] = f"no runs of the truth trainer {truth}"
         return entry
