@@ -224,6 +224,9 @@ def test_goal_is_quality_within_one_sd_at_most_six_tenths_of_the_wall_time():
     worse = [r for r in group["rows"] if r["tool"] == "eve-sha-eve"]
     assert worse[0]["test_mean"] == pytest.approx(0.851) and worse[0]["seeds"] == [0, 1]
     assert goal([r for r in group["rows"] if r["tool"] != "eve-sha-eve"]) is None
+    # eve-search's own searches (another trainer, another sampler) are not the tools it is judged against.
+    own = records + [_record(tool, s, 0.9, 30.0) for tool in ("eve-sha-adam", "eve-run-sha-tpe") for s in (0, 1)]
+    assert peers_section(own)["groups"][0]["goal"] == verdict
 
 
 def test_stored_values_are_checked_and_every_string_escaped():
