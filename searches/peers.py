@@ -54,7 +54,7 @@ if str(HERE) not in sys.path:
 
 from eve_search.cli import args as _argtypes  # noqa: E402
 from eve_search.cli.args import name_list, seed_list, shown, space_list  # noqa: E402
-from eve_search.dashboard._peers import REFERENCE_TOOL, TOOLS, goal_text, peers_section  # noqa: E402
+from eve_search.dashboard._peers import OWN_PREFIX, REFERENCE_TOOL, TOOLS, goal_text, peers_section  # noqa: E402
 
 from _peers.cpu import LostChildren  # noqa: E402
 
@@ -420,7 +420,7 @@ class Comparison:
                     for tool in args.tools:
                         if tool == REFERENCE_TOOL and multiplier == 1.0:
                             continue
-                        own_protocol = tool.startswith("eve-")
+                        own_protocol = tool.startswith(OWN_PREFIX)
                         self.run(problem, tool, seed, multiplier, None if own_protocol else base * multiplier, base)
 
     def section(self) -> dict[str, Any]:
