@@ -51,7 +51,7 @@ demo: install
 test:
 	@$(MAKE) --no-print-directory -j2 install-test system-packages
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=40
 	VENV=$(VENV) bash .ci/hosts.sh
 
 # The integration tests against the oldest Optuna and Ray that pyproject.toml allows, each in its own

@@ -16,7 +16,8 @@ The budget: for each space and search seed, eve-search's synchronous SHA with Ev
 configurations; the units it charges are every other tool's budget (times each ``--budget-multipliers``
 value), and each stops there (a tool sees the budget only through its own stopping hook: a stopper, a
 stop criterion, a callback). eve-search's own searches run their protocol instead: SHA on 48 x m
-configurations, ``run_sha`` with TPE on m cohorts of 48.
+configurations, ``run_sha`` with TPE on m cohorts of 48 (``eve-run-sha-tpe``) or on 2m cohorts of 24
+(``eve-run-sha-tpe2``, whose second cohort TPE samples from the first's results; the same units).
 
 The referee: every configuration a search returns is trained with Adam to 3,000 units on three referee
 seeds (their own seeds); the mean validation and test accuracy there is the pick's quality, and its rank
@@ -59,8 +60,8 @@ from eve_search.dashboard._peers import OWN_PREFIX, REFERENCE_TOOL, TOOLS, goal_
 from _peers.cpu import LostChildren  # noqa: E402
 
 DEFAULT_TOOLS = list(TOOLS)
-IN_PROJECT = ("eve-sha-eve", "eve-sha-adam", "eve-run-sha-tpe", "optuna-tpe-sh", "optuna-tpe-hb", "ray-asha",
-              "ray-hyperband", "random")
+IN_PROJECT = ("eve-sha-eve", "eve-sha-adam", "eve-run-sha-tpe", "eve-run-sha-tpe2", "optuna-tpe-sh", "optuna-tpe-hb",
+              "ray-asha", "ray-hyperband", "random")
 UNAVAILABLE = {"synetune-dehb": "Syne Tune 0.16 ships no DEHB (its baselines are ASHA, BOHB and others since "
                                 "0.14); DEHB itself runs as the tool 'dehb'"}
 

@@ -49,6 +49,7 @@ TOOLS: dict[str, str] = {
     "eve-sha-eve": "eve-search sync SHA, EvE",
     "eve-sha-adam": "eve-search sync SHA, Adam",
     "eve-run-sha-tpe": "eve-search run_sha + Optuna TPE, EvE",
+    "eve-run-sha-tpe2": "eve-search run_sha + Optuna TPE in two cohorts, EvE",
     "optuna-tpe-sh": "Optuna TPE + SuccessiveHalvingPruner",
     "optuna-tpe-hb": "Optuna TPE + HyperbandPruner",
     "ray-asha": "Ray Tune ASHAScheduler",
@@ -63,6 +64,7 @@ TOOLS: dict[str, str] = {
 # The packages whose versions say what ran, per tool (the rest of the stack is the same for all).
 PACKAGES: dict[str, tuple[str, ...]] = {
     "eve-sha-eve": ("eve-search",), "eve-sha-adam": ("eve-search",), "eve-run-sha-tpe": ("eve-search", "optuna"),
+    "eve-run-sha-tpe2": ("eve-search", "optuna"),
     "optuna-tpe-sh": ("optuna",), "optuna-tpe-hb": ("optuna",), "ray-asha": ("ray",), "ray-hyperband": ("ray",),
     "dehb": ("dehb", "ConfigSpace", "numpy"), "synetune-asha": ("syne-tune",), "synetune-bohb": ("syne-tune",),
     "random": ("eve-search",),

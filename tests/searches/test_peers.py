@@ -31,7 +31,7 @@ from eve_search.dashboard._peers import goal, peers_section  # noqa: E402
 from eve_search.tasks.spaces import get_space  # noqa: E402
 
 pytestmark = pytest.mark.slow  # minutes in all: `make test` starts this file first
-TOOLS = ["eve-sha-eve", "eve-run-sha-tpe", "optuna-tpe-sh", "ray-asha", "random"]
+TOOLS = ["eve-sha-eve", "eve-run-sha-tpe2", "optuna-tpe-sh", "ray-asha", "random"]
 TINY = ["--spaces", "hp", "--seeds", "0", "--budget-multipliers", "1", "--configs", "2", "--max-units", "40",
         "--min-units", "20", "--referee-seeds", "1", "--anytime-points", "2", "--cpus", "1", "--run-timeout", "240"]
 
@@ -66,8 +66,11 @@ def test_every_tool_runs_spends_its_budget_and_its_pick_is_judged(comparison):
     budget = runs["eve-sha-eve"]["charged_units"]
     # 2 configurations at 20 units, the better one on to 40: 3 x 20, each less than a rung over it.
     assert 60 <= budget < 60 + 3 * 20
-    for tool in ("eve-sha-eve", "eve-run-sha-tpe"):  # every result of the search is in its event log
-        assert len(runs[tool]["events"]) == 3, (tool, runs[tool]["events"])
+    # Every result of the search is in its event log: SHA's 2 configurations at the first rung and one at
+    # the second; run_sha + TPE in two cohorts of 1 configuration, each at both rungs.
+    for tool, results in (("eve-sha-eve", 3), ("eve-run-sha-tpe2", 4)):
+        assert len(runs[tool]["events"]) == results, (tool, runs[tool]["events"])
+    assert runs["eve-run-sha-tpe2"]["settings"]["cohorts"] == 2
     for tool, run in runs.items():
         assert run["status"] == "done" and run["seed"] == 0 and run["multiplier"] == 1.0
         assert 0.5 < run["referee"]["test"] <= 1.0 and 0.5 < run["referee"]["val"] <= 1.0, tool
