@@ -49,7 +49,7 @@ TOOLS: dict[str, str] = {
     "eve-sha-eve": "eve-search sync SHA, EvE",
     "eve-sha-adam": "eve-search sync SHA, Adam",
     "eve-run-sha-tpe": "eve-search run_sha + Optuna TPE, EvE",
-    "eve-run-sha-tpe2": "eve-search run_sha + Optuna TPE in two cohorts, EvE",
+    "eve-run-sha-tpe2": "eve-search run_sha + TPE, 2 cohorts, EvE",
     "optuna-tpe-sh": "Optuna TPE + SuccessiveHalvingPruner",
     "optuna-tpe-hb": "Optuna TPE + HyperbandPruner",
     "ray-asha": "Ray Tune ASHAScheduler",
