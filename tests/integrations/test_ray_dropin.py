@@ -325,10 +325,9 @@ def test_a_class_trainable_that_saves_only_its_model(local_ray, tmp_path):
     check_ended_at_their_rung(grid, scheduler)
     assert [(d.budget, len(d.promoted), len(d.stopped)) for d in scheduler.decisions()] == [(1, 1, 2), (3, 0, 1)]
     [promoted] = scheduler.decisions()[0].promoted
-    # It waited paused at rung 1 (its actor gone: no actor reuse) and Tune restored the iteration count
-    # with the model in a new actor.
+    # Whether it waited paused at rung 1 (restored in a new actor) or on its actor, Tune kept the
+    # iteration count with the model.
     assert collect.of(promoted, "training_iteration") == [1, 2, 3]
-    assert collect.of(promoted, "pid")[0] != collect.of(promoted, "pid")[1]
 
 
 class SaveWatch(tune.Callback):
