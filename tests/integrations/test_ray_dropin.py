@@ -40,10 +40,14 @@ WATCHDOG_S = 1200
 QUALITIES = [0.9, 0.8, 0.3, 0.5, 0.4, 0.6]  # the best two start first, so they are paused, not left idle
 
 
-@pytest.fixture(scope="module")
-def local_ray():
+def _start_local_ray():
     ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    _start_local_ray()
     yield
     ray.shutdown()
 
@@ -56,8 +60,7 @@ def fresh_ray(local_ray):
     the end of an earlier experiment (ray-project/ray#64693): the shared instance then has one CPU
     fewer, and a test that needs both waits forever. The new instance stays up for the tests after.
     """
-    ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    _start_local_ray()
     yield
 
 
