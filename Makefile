@@ -18,15 +18,22 @@ DEBIAN_PACKAGES ?= postgresql chromium chromium-driver dataset-fashion-mnist
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-install: $(BIN)/python
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e .
+# Byte-compiled at install: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), a package
+# installed without its .pyc files is compiled again by every process that imports it. pip compiles one file
+# at a time, so pip installs without compiling and compileall then compiles on every core; like pip, it goes
+# on past a file that does not compile (torch ships one written for Python 3.12).
+PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
+COMPILE = $(BIN)/python -m compileall -qq -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
 
-# Byte-compiled at install (pip's default): where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), a
-# package installed without its .pyc files is compiled again by every process that imports it.
+install: $(BIN)/python
+	$(PIP_INSTALL) $(TORCH)
+	$(PIP_INSTALL) -e .
+	@$(COMPILE)
+
 install-test: $(BIN)/python
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e ".[ray,postgres,lora,test]"
+	$(PIP_INSTALL) $(TORCH)
+	$(PIP_INSTALL) -e ".[ray,postgres,lora,test]"
+	@$(COMPILE)
 
 # The site's API reference imports every public module, so the build needs the ray and lora extras too.
 # Installs only what is missing: on a machine already set up, `make docs` touches no network.
@@ -34,7 +41,7 @@ install-docs: $(BIN)/python
 	@$(BIN)/python -c "import sys; sys.exit(sys.version_info < (3, 11))" || { \
 		echo "make docs: Sphinx 9 and MyST 5 need Python 3.11 or later (a .venv made with PYTHON=python3.11)"; exit 2; }
 	@$(BIN)/python -c "import eve_search, optuna, ray, peft, sphinx, myst_parser, furo" 2>/dev/null || { \
-		$(BIN)/pip install --quiet $(TORCH) && $(BIN)/pip install --quiet -e ".[ray,lora,docs]"; }
+		$(PIP_INSTALL) $(TORCH) && $(PIP_INSTALL) -e ".[ray,lora,docs]" && $(COMPILE); }
 
 system-packages:
 	@missing=""; for package in $(DEBIAN_PACKAGES); do \

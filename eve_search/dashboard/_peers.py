@@ -213,6 +213,23 @@ def _fmt(value: Any, digits: int = 4) -> str:
     return f"{number:.{digits}g}"
 
 
+_BARS = "mean ± sd over search seeds; an accuracy's bar is cut at 0 and 1"
+
+
+def _accuracy_bar(mean: Any, sd: Any) -> tuple[float, float] | None:
+    """The bar of an accuracy's mean ± sd, cut to [0, 1] (an accuracy has no values outside it).
+
+    Example:
+        >>> _accuracy_bar(0.8, 0.3)
+        (0.5, 1.0)
+        >>> _accuracy_bar(0.8, None) is None
+        True
+    """
+    if finite_number(mean) is None or finite_number(sd) is None or not sd:
+        return None
+    return max(0.0, mean - sd), min(1.0, mean + sd)
+
+
 def _pm(mean: Any, sd: Any, digits: int = 4) -> str:
     if finite_number(mean) is None:
         return "–"
@@ -279,30 +296,32 @@ def render_peers(section: Mapping[str, Any]) -> str:
                  + (f"; {group['setup']}" if group.get("setup") else ""))
         parts.append(f'<h3 id="{esc(anchor)}">{esc(title)}</h3><p class="goal">{esc(goal_text(group))}</p>')
         colors = {row["tool"]: PALETTE[k % len(PALETTE)] for k, row in enumerate(group["rows"])}
-        cost = [Series(r["label"], [Point(r["wall_mean"], r["test_mean"], r["wall_sd"], r["test_sd"],
+        cost = [Series(r["label"], [Point(r["wall_mean"], r["test_mean"], r["wall_sd"], None,
                                           f"{r['label']}: {_pm(r['wall_mean'], r['wall_sd'], 3)} s, test "
-                                          f"{_pm(r['test_mean'], r['test_sd'])}")],
+                                          f"{_pm(r['test_mean'], r['test_sd'])}",
+                                          y_range=_accuracy_bar(r["test_mean"], r["test_sd"]))],
                        color=colors[r["tool"]], marker="diamond" if r["tool"].startswith("eve-") else "circle")
                 for r in group["rows"] if finite_number(r["test_mean"]) is not None and finite_number(r["wall_mean"])]
         curves = {}
         for x_key, x_label in (("wall", "wall seconds (log scale)"), ("units", "charged units")):
-            curves[x_key] = [Series(c["label"], [Point(p[x_key], p["test"], None, p["test_sd"],
+            curves[x_key] = [Series(c["label"], [Point(p[x_key], p["test"], None, None,
                                                        f"{c['label']}: {p['fraction']:.0%} of the budget, "
                                                        f"{_fmt(p[x_key])} {'s' if x_key == 'wall' else 'units'}, "
-                                                       f"test {_pm(p['test'], p['test_sd'])}")
+                                                       f"test {_pm(p['test'], p['test_sd'])}",
+                                                       y_range=_accuracy_bar(p["test"], p["test_sd"]))
                                                  for p in c["points"] if finite_number(p[x_key]) and finite_number(p["test"])],
                                     color=colors.get(c["tool"], PALETTE[0]), lines=True)
                              for c in group["anytime"]]
         parts.append('<div class="charts">')
         parts.append(chart(cost, title="Referee test accuracy of the pick against search wall time",
                            x_label="wall seconds (log scale)", y_label="referee test accuracy", x_log=True,
-                           chart_id=f"{anchor}-cost", note="mean ± sd over search seeds"))
+                           chart_id=f"{anchor}-cost", note=_BARS))
         parts.append(chart(curves["wall"], title="Anytime: best so far against wall seconds",
                            x_label="wall seconds (log scale)", y_label="referee test accuracy", x_log=True,
-                           chart_id=f"{anchor}-anytime-wall"))
+                           chart_id=f"{anchor}-anytime-wall", note=_BARS))
         parts.append(chart(curves["units"], title="Anytime: best so far against charged units",
                            x_label="charged units", y_label="referee test accuracy",
-                           chart_id=f"{anchor}-anytime-units"))
+                           chart_id=f"{anchor}-anytime-units", note=_BARS))
         parts.append("</div>")
         parts.append(_table(group, f"{anchor}-table"))
     if not section.get("groups"):

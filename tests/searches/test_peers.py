@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -230,6 +231,25 @@ def test_goal_is_quality_within_one_sd_at_most_six_tenths_of_the_wall_time():
     # eve-search's own searches (another trainer, another sampler) are not the tools it is judged against.
     own = records + [_record(tool, s, 0.9, 30.0) for tool in ("eve-sha-adam", "eve-run-sha-tpe") for s in (0, 1)]
     assert peers_section(own)["groups"][0]["goal"] == verdict
+
+
+def test_every_accuracy_bar_ends_within_0_and_1():
+    # Two seeds that land far apart (a chance-level pick and a near-perfect one): mean 0.575, sd 0.53.
+    records = [_record("random", s, t, 10.0) for s, t in ((0, 0.2), (1, 0.95))]
+    page = render_page(build(records))
+    figures = re.findall(r'<figure[^>]*id="peers-.*?</figure>', page, flags=re.S)
+    assert len(figures) == 3
+    for figure in figures:
+        assert "cut at 0 and 1" in figure
+        # The y axis's ticks give the map from accuracy to pixels; every bar's ends map back into [0, 1].
+        ticks = [(float(value), float(y) - 4) for y, value in
+                 re.findall(r'<text class="tick" x="[^"]*" y="([^"]*)" text-anchor="end">([-0-9.]+)</text>', figure)]
+        (v0, y0), (v1, y1) = ticks[0], ticks[-1]
+        bars = re.findall(r'<line class="errorbar" x1="([^"]*)" y1="([^"]*)" x2="([^"]*)" y2="([^"]*)"', figure)
+        vertical = [(float(a), float(b)) for x1, a, x2, b in bars if x1 == x2]
+        assert vertical
+        values = [v0 + (pixel - y0) * (v1 - v0) / (y1 - y0) for ends in vertical for pixel in ends]
+        assert min(values) >= -1e-3 and max(values) <= 1 + 1e-3, values  # pixels are rounded to 0.1
 
 
 def test_stored_values_are_checked_and_every_string_escaped():
