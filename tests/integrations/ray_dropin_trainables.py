@@ -1,10 +1,12 @@
 """Function trainables and searchers in the style of Ray Tune's own examples, for
-tests/integrations/test_ray_dropin.py. Nothing here imports torch, so that each Ray actor that
-imports this module starts in about a second."""
+tests/integrations/test_ray_dropin.py, and the trainables of tests/integrations/test_ray.py that train
+nothing. Nothing here imports torch, so that each Ray actor that imports this module starts without
+loading PyTorch."""
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import tempfile
 import time
@@ -174,3 +176,17 @@ class SlowSavingTrainable(tune.Trainable if tune is not None else object):
 
     def load_checkpoint(self, checkpoint_dir):
         self.step_count = json.loads((Path(checkpoint_dir) / "state.json").read_text())["step"]
+
+
+class NoCostTrainable(tune.Trainable if tune is not None else object):
+    """Reports a metric but never the scheduler's time_attr."""
+
+    def step(self):
+        return {"accuracy": 0.5}
+
+
+class EnvironmentTrainable(tune.Trainable if tune is not None else object):
+    """Reports the variable Tune gives its trainable actors by default."""
+
+    def step(self):
+        return {"pl_disable_fork": os.environ.get("PL_DISABLE_FORK", ""), "done": True}

@@ -143,13 +143,6 @@ class UserEveTrainable(tune.Trainable if tune is not None else object):
         self.batches.set_state(state["batches"])
 
 
-class NoCostTrainable(tune.Trainable if tune is not None else object):
-    """Reports a metric but never the scheduler's time_attr."""
-
-    def step(self):
-        return {"accuracy": 0.5}
-
-
 class ModelOnlyTrainable(tune.Trainable if tune is not None else object):
     """A class Trainable as Ray's MNIST example writes it (a small model on synthetic data, EvE in place
     of the torch optimizer): its checkpoint holds the model's state_dict only."""

@@ -32,11 +32,11 @@ from eve_search.integrations.ray import (
 from eve_search.engine.ledger import RungLedger
 from eve_search.engine.sweep import SweepSettings, prepare_sweep
 from eve_search.engine.trial import Trial
+from tests.integrations.ray_dropin_trainables import EnvironmentTrainable, NoCostTrainable
 from tests.integrations.ray_helpers import (
     CONFIGS,
     RAY_TINY,
     MarkedTrainable,
-    NoCostTrainable,
     UserEveTrainable,
     param_space,
 )
@@ -267,13 +267,6 @@ def test_local_and_ray_backends_agree_on_a_stream_of_cohorts(ray_address, tmp_pa
     assert [r["trials"] for r in remote["rungs"]] == [9, 3, 3]  # three cohorts of three: one promoted each
     assert ray_sweep.store.get("winner") == local.store.get("winner")
     assert ray_sweep.store.finished() == local.store.finished() == set(range(9))
-
-
-class EnvironmentTrainable(tune.Trainable):
-    """Reports the variable Tune gives its trainable actors by default."""
-
-    def step(self):
-        return {"pl_disable_fork": os.environ.get("PL_DISABLE_FORK", ""), "done": True}
 
 
 def test_the_sweeps_actors_get_no_tune_environment_and_tune_keeps_its_own(ray_address, tmp_path):
