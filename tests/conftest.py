@@ -13,6 +13,9 @@ from tests.tiny_task import TINY_TASK
 
 
 def pytest_configure(config):
+    from tests import linecache_guard
+
+    linecache_guard.install()  # doctest + SQLAlchemy 2.1's finalizers race in Python 3.11's linecache
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # One of several pytest-xdist workers (`make test` runs two, one per core): this process's PyTorch
         # trains on one thread, so that two workers training at once do not run four threads on two cores.
