@@ -21,9 +21,11 @@ $(BIN)/python:
 # Byte-compiled at install: where PYTHONDONTWRITEBYTECODE is set (as on this project's machines), a package
 # installed without its .pyc files is compiled again by every process that imports it. pip compiles one file
 # at a time, so pip installs without compiling and compileall then compiles on every core; like pip, it goes
-# on past a file that does not compile (torch ships one written for Python 3.12).
+# on past a file that does not compile (torch ships one written for Python 3.12). The project's own folders
+# too: the editable install runs them from the checkout, and each command, worker, Ray actor and test
+# subprocess imports them. A source edited later is newer than its .pyc, so Python reads the source again.
 PIP_INSTALL := $(BIN)/pip install --quiet --no-compile
-COMPILE = $(BIN)/python -m compileall -qq -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
+COMPILE = $(BIN)/python -m compileall -qq -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" eve_search searches tests || true
 
 install: $(BIN)/python
 	$(PIP_INSTALL) $(TORCH)

@@ -95,11 +95,14 @@ def outcome(grid, experiment: Path) -> dict:
 
 @pytest.fixture(scope="module")
 def uninterrupted(ray_address, tmp_path_factory):
+    """The 9-trial sweep run once, without faults. It also scores the test split of every result that can be
+    the best (``test_metrics="best"``), which changes nothing of the training: the sweeps that are killed,
+    restored or spread over nodes, run without it, must end exactly as this one."""
     storage = tmp_path_factory.mktemp("ray-uninterrupted")
     collect = Collect()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        grid = sweep_tuner(storage, "sweep", collect=collect).fit()
+        grid = sweep_tuner(storage, "sweep", collect=collect, test_metrics="best").fit()
     assert [str(w.message) for w in caught if issubclass(w.category, SynchronousSHAWarning)] == []
     return outcome(grid, storage / "sweep"), collect.results
 
@@ -286,10 +289,9 @@ def test_the_sweeps_actors_get_no_tune_environment_and_tune_keeps_its_own(ray_ad
     assert class_cache.DEFAULT_ENV_VARS == TUNE_DEFAULT_ENV
 
 
-def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_other(ray_address, tmp_path):
-    collect = Collect()
-    sweep_tuner(tmp_path, "best", collect=collect, test_metrics="best").fit()
-    results = [r for _, r in collect.results]
+def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_other(uninterrupted):
+    history = uninterrupted[1]
+    results = [r for _, r in history]
     seen: dict[int, float] = {}  # the best accuracy each actor process reported so far
     for result in results:
         best = seen.get(result["pid"])
@@ -300,7 +302,7 @@ def test_test_metrics_best_come_with_every_result_that_can_be_the_best_and_no_ot
     top = max(r["accuracy"] for r in results)
     assert all("test" in r for r in results if r["accuracy"] == top or r["budget"] >= RUNGS[-1])
     assert sum("test" not in r for r in results) >= 3  # most results skip the test split
-    index, first = next((i, r) for i, r in collect.results if "test" in r)
+    index, first = next((i, r) for i, r in history if "test" in r)
     straight = Trial(RAY_TINY, CONFIGS[index], "eve", seed=0, index=index, backward_ratio=2.0)
     straight.train_to(first["budget"])
     test = straight.evaluate("test")  # the same weights' test metrics
