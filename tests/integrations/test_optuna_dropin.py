@@ -617,6 +617,62 @@ def test_a_live_trial_failed_as_stale_by_another_worker_is_dropped_with_one_warn
         assert study.user_attrs["sha:cohort0:rung1"]["reporters"] == 3
 
 
+def test_a_trial_failed_while_the_study_is_read_is_still_dropped(tmp_path, monkeypatch):
+    # The race CI met on a busy machine, made to happen every time. Optuna reads a study's trials in several
+    # queries (the trials, then their reports), and neither SQLite nor PostgreSQL holds one snapshot across
+    # them: waiting at rung 1, trial 0 can read its own state (running) before another worker fails it as
+    # stale, and the others' reports after trial 2 has reported rung 1 and so decided it. Here that torn read
+    # is put together from two reads of the study. Trial 0 must still learn that it was failed, not go on
+    # with the verdict "promoted" into a report that raises UpdateFinishedTrialError.
+    storage, study = _beating(tmp_path, "race.db", interval=1, grace=60)
+    other_worker = optuna.load_study(study_name=study.study_name, storage=storage)
+    here = threading.local()  # in trial 0's thread, at rung 1: its first read of the study is the torn one
+    trials_read, decided = threading.Event(), threading.Event()
+    get_trials = optuna.Study.get_trials
+
+    def torn_read(self, *args, **kwargs):
+        if not getattr(here, "armed", False):
+            return get_trials(self, *args, **kwargs)
+        here.armed = False
+        before = get_trials(self, *args, **kwargs)  # trial 0 still running
+        trials_read.set()
+        assert decided.wait(WATCHDOG)  # trial 0 failed, trial 2's report decided the rung
+        after = get_trials(self, *args, **kwargs)
+        return [before[0], *after[1:]]
+
+    monkeypatch.setattr(optuna.Study, "get_trials", torn_read)
+    left = {}
+
+    def objective(trial):
+        try:
+            for epoch in range(EPOCHS):
+                accuracy = (0.9, 0.6, 0.5)[trial.number] + epoch / 1000  # trial 0 is promoted at rung 1
+                if trial.number == 2 and epoch == 1:
+                    assert trials_read.wait(WATCHDOG)
+                    other_worker.tell(0, state=TrialState.FAIL)
+                trial.report(accuracy, epoch)
+                here.armed = trial.number == 0 and epoch == 1
+                pruned = trial.should_prune()
+                if trial.number == 2 and epoch == 1:
+                    decided.set()
+                if pruned:
+                    raise optuna.TrialPruned()
+            return accuracy
+        except BaseException as error:
+            left[trial.number] = type(error).__name__
+            raise
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        within(WATCHDOG, lambda: study.optimize(objective, n_trials=3, n_jobs=3))
+    assert trials_read.is_set() and decided.is_set()
+    stale = [str(w.message) for w in caught if issubclass(w.category, StaleTrialWarning)]
+    assert len(stale) == 1 and stale[0].startswith("SynchronousSHAPruner: trial 0 was failed as stale")
+    assert left == {0: "TrialPruned", 1: "TrialPruned", 2: "TrialPruned"}  # not UpdateFinishedTrialError
+    assert study.user_attrs["sha:cohort0:rung1"]["promoted"] == [0]  # judged with the score it had reported
+    assert [t.state for t in study.trials] == [TrialState.FAIL, TrialState.PRUNED, TrialState.PRUNED]
+
+
 # Steps and rungs ------------------------------------------------------------------------------------
 
 

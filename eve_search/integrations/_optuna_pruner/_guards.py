@@ -24,8 +24,8 @@ SAFE_GRACE_MARGIN = 10.0  # seconds a heartbeat may come late on a busy machine 
 
 class Guards:
     """Checks, warnings and refusals (a part of :class:`~eve_search.integrations.optuna.SynchronousSHAPruner`,
-    which holds the settings ``rungs`` and ``workers`` and the state ``_warned_unreached``, ``_warned_jump``
-    and ``_dropped``; it reads the study with :class:`~._ledger.StudyLedger`)."""
+    which holds the settings ``rungs`` and ``workers`` and the state ``_warned_unreached``, ``_warned_jump``,
+    ``_dropped`` and ``_verdicts``; it reads the study with :class:`~._ledger.StudyLedger`)."""
 
     # Steps that do not fit the rungs ------------------------------------------------------------------
 
@@ -103,6 +103,18 @@ class Guards:
                 StaleTrialWarning, stacklevel=4 + depth)
         return True
 
+    def _failed_meanwhile(self, study: optuna.Study, number: int, rung: int) -> bool:
+        """Whether trial ``number`` is FAIL now, asked the first time it learns the verdict at ``rung``. Optuna
+        reads a study's trials in several queries (their states, then their reports), and neither SQLite nor
+        PostgreSQL keeps one snapshot across them: a trial failed as stale while its look ran can show as
+        running beside reports that came after its failure and decide its rung. A read that starts after
+        those reports sees the failure. (A failure after the verdict is Optuna's: the next ``report`` raises.)"""
+        key = (study_key(study), number, rung)
+        if key in self._verdicts:
+            return False
+        self._verdicts.add(key)
+        return any(t.number == number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)))
+
     def dropped(self, study: optuna.Study, number: int) -> bool:
         """Whether trial ``number`` of ``study`` was dropped because it was failed as stale while this process
         ran it (see :class:`StaleTrialWarning`).
@@ -141,6 +153,8 @@ class Guards:
         position = mine.roots.index(root_number(trial))
         outcome = self._outcome(mine, position, rung)
         if outcome is not None:
+            if self._failed_meanwhile(study, trial.number, rung):
+                return self._drop(study, trial.number, depth=1)
             return outcome
         pending = self._pending(mine, position, rung)
         assert pending is not None and mine.ledger is not None

@@ -205,6 +205,7 @@ class SynchronousSHAPruner(Waiting, Guards, StudyLedger, BasePruner):
         self._warned_alone = False
         self._set_up: set[Any] = set()  # studies (keys) whose storage was checked at the first should_prune()
         self._dropped: set[tuple[Any, int]] = set()  # (study key, trial number) failed as stale while running here
+        self._verdicts: set[tuple[Any, int, int]] = set()  # (study key, trial number, rung) verdicts it has seen
 
     def __repr__(self) -> str:
         shown = len(self.rungs) if self.max_resource is not None or len(self.rungs) <= 6 else 4

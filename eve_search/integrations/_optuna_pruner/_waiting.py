@@ -73,6 +73,8 @@ class Waiting:
             return trials, mine, self._drop(waiter.study, waiter.trial.number, depth=2)
         outcome = self._outcome(mine, mine.roots.index(waiter.root), waiter.rung)
         if outcome is not None:
+            if self._failed_meanwhile(waiter.study, waiter.trial.number, waiter.rung):
+                return trials, mine, self._drop(waiter.study, waiter.trial.number, depth=2)
             if waiter.released and not outcome:
                 waiter.slot.acquire()  # goes on: train again when its turn comes
             return trials, mine, outcome
